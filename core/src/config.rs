@@ -1,0 +1,433 @@
+//! Settings, their defaults, and the validation every binding relies on (SPEC §4, §6).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Settings of a [`LockManager`](crate::LockManager). Built with chained setters; validated by
+/// [`LockManager::new`](crate::LockManager::new), which names the first bad argument.
+///
+/// ```
+/// use std::time::Duration;
+/// let config = ironlock::Config::new(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])
+///     .retry_count(3)
+///     .retry_delay(Duration::from_millis(100))
+///     .key_prefix("locks:");
+/// assert_eq!(config.nodes().len(), 2);
+/// ```
+#[derive(Clone, PartialEq)]
+pub struct Config {
+    pub(crate) nodes: Vec<String>,
+    pub(crate) retry_count: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) retry_jitter: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) drift_constant: Duration,
+    pub(crate) node_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) max_ttl: Duration,
+    pub(crate) restart_quarantine: bool,
+    pub(crate) key_prefix: String,
+    pub(crate) min_validity: Duration,
+    pub(crate) max_extensions: Option<u32>,
+    pub(crate) extension_threshold: Option<Duration>,
+}
+
+/// Defaults, as in the seeds where they give one.
+pub mod defaults {
+    use std::time::Duration;
+    /// Further rounds after the first.
+    pub const RETRY_COUNT: u32 = 10;
+    /// Mean pause between rounds.
+    pub const RETRY_DELAY: Duration = Duration::from_millis(200);
+    /// Uniform ± spread around `RETRY_DELAY`.
+    pub const RETRY_JITTER: Duration = Duration::from_millis(100);
+    /// Clock drift allowance per unit of ttl.
+    pub const DRIFT_FACTOR: f64 = 0.01;
+    /// Fixed clock drift allowance.
+    pub const DRIFT_CONSTANT: Duration = Duration::from_millis(2);
+    /// Per-node request timeout.
+    pub const NODE_TIMEOUT: Duration = Duration::from_millis(50);
+    /// Per-node connection timeout.
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
+    /// Longest ttl any acquire or extend may ask for; also the restart quarantine length.
+    pub const MAX_TTL: Duration = Duration::from_secs(60);
+}
+
+impl Config {
+    /// A configuration for the given node URLs with every other setting at its default.
+    pub fn new<I, S>(nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Config {
+            nodes: nodes.into_iter().map(Into::into).collect(),
+            retry_count: defaults::RETRY_COUNT,
+            retry_delay: defaults::RETRY_DELAY,
+            retry_jitter: defaults::RETRY_JITTER,
+            drift_factor: defaults::DRIFT_FACTOR,
+            drift_constant: defaults::DRIFT_CONSTANT,
+            node_timeout: defaults::NODE_TIMEOUT,
+            connect_timeout: defaults::CONNECT_TIMEOUT,
+            max_ttl: defaults::MAX_TTL,
+            restart_quarantine: true,
+            key_prefix: String::new(),
+            min_validity: Duration::ZERO,
+            max_extensions: None,
+            extension_threshold: None,
+        }
+    }
+
+    /// The node URLs as given (they may contain passwords: do not log them).
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes
+    }
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
+        impl Config {
+            $(
+                $(#[$doc])*
+                #[must_use]
+                pub fn $name(mut self, value: $ty) -> Self {
+                    self.$name = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters! {
+    /// Further rounds after the first (0 = try once). Default 10.
+    retry_count: u32;
+    /// Mean pause between rounds. Default 200 ms.
+    retry_delay: Duration;
+    /// Uniform ± spread of the pause. Default 100 ms.
+    retry_jitter: Duration;
+    /// Drift allowance per unit of ttl, in [0, 0.5). Default 0.01.
+    drift_factor: f64;
+    /// Fixed drift allowance. Default 2 ms.
+    drift_constant: Duration;
+    /// Per-node request timeout, far below any ttl. Default 50 ms.
+    node_timeout: Duration;
+    /// Per-node connection timeout. Default 1 s.
+    connect_timeout: Duration;
+    /// Largest ttl allowed, and the quarantine of a restarted node. Default 60 s.
+    max_ttl: Duration;
+    /// Keep restarted nodes out of the quorum for `max_ttl` + drift + 1 s. Default on; switch off
+    /// only for nodes that persist with `appendfsync always`.
+    restart_quarantine: bool;
+    /// Prepended to every resource name to form the Redis key. Default empty.
+    key_prefix: String;
+    /// A grant needs validity above this. Default 0.
+    min_validity: Duration;
+    /// How often one lock may be extended. Default unlimited.
+    max_extensions: Option<u32>;
+    /// Auto-extension extends when remaining validity falls below this. Default ttl / 3.
+    extension_threshold: Option<Duration>;
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<String> = self.nodes.iter().map(|u| redact_url(u)).collect();
+        f.debug_struct("Config")
+            .field("nodes", &nodes)
+            .field("retry_count", &self.retry_count)
+            .field("retry_delay", &self.retry_delay)
+            .field("retry_jitter", &self.retry_jitter)
+            .field("drift_factor", &self.drift_factor)
+            .field("drift_constant", &self.drift_constant)
+            .field("node_timeout", &self.node_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("max_ttl", &self.max_ttl)
+            .field("restart_quarantine", &self.restart_quarantine)
+            .field("key_prefix", &self.key_prefix)
+            .field("min_validity", &self.min_validity)
+            .field("max_extensions", &self.max_extensions)
+            .field("extension_threshold", &self.extension_threshold)
+            .finish()
+    }
+}
+
+/// One validated node: what to connect to, how to show it, and what to scrub from error texts.
+pub(crate) struct NodeSpec {
+    pub(crate) info: redis::ConnectionInfo,
+    pub(crate) display: String,
+    pub(crate) secret: Option<String>,
+}
+
+impl Config {
+    /// Checks every setting and parses every URL; names the first bad argument.
+    pub(crate) fn validate(&self) -> Result<Vec<NodeSpec>> {
+        if self.nodes.is_empty() {
+            return Err(Error::invalid("nodes: the node list is empty"));
+        }
+        if !(self.drift_factor >= 0.0 && self.drift_factor < 0.5) {
+            return Err(Error::invalid(format!(
+                "drift_factor: must be in [0, 0.5), got {}",
+                self.drift_factor
+            )));
+        }
+        nonzero("node_timeout", self.node_timeout)?;
+        nonzero("connect_timeout", self.connect_timeout)?;
+        nonzero("max_ttl", self.max_ttl)?;
+        if self.max_ttl > Duration::from_secs(u32::MAX as u64) {
+            return Err(Error::invalid("max_ttl: must be at most 2^32 - 1 seconds"));
+        }
+        if self.drift(self.max_ttl) >= self.max_ttl {
+            return Err(Error::invalid(
+                "max_ttl: must exceed its own drift allowance (drift_factor × max_ttl + drift_constant)",
+            ));
+        }
+        if self.min_validity >= self.max_ttl {
+            return Err(Error::invalid("min_validity: must be below max_ttl"));
+        }
+        if let Some(t) = self.extension_threshold {
+            nonzero("extension_threshold", t)?;
+            if t >= self.max_ttl {
+                return Err(Error::invalid("extension_threshold: must be below max_ttl"));
+            }
+        }
+        if self.key_prefix.contains('\0') {
+            return Err(Error::invalid("key_prefix: must not contain NUL"));
+        }
+        let mut seen = HashSet::new();
+        let mut specs = Vec::with_capacity(self.nodes.len());
+        for (i, url) in self.nodes.iter().enumerate() {
+            let spec = parse_node(i, url)?;
+            let identity = format!("{:?}/{}", spec.info.addr(), spec.info.redis_settings().db());
+            if !seen.insert(identity) {
+                return Err(Error::invalid(format!(
+                    "nodes[{i}]: duplicate node {}",
+                    spec.display
+                )));
+            }
+            specs.push(spec);
+        }
+        Ok(specs)
+    }
+
+    /// drift = ttl × drift_factor + drift_constant.
+    pub(crate) fn drift(&self, ttl: Duration) -> Duration {
+        ttl.mul_f64(self.drift_factor) + self.drift_constant
+    }
+
+    /// Checks a ttl given to acquire or extend.
+    pub(crate) fn check_ttl(&self, name: &str, ttl: Duration) -> Result<()> {
+        if ttl.is_zero() {
+            return Err(Error::invalid(format!("{name}: must be positive")));
+        }
+        if ttl > self.max_ttl {
+            return Err(Error::invalid(format!(
+                "{name}: {ttl:?} exceeds max_ttl ({:?})",
+                self.max_ttl
+            )));
+        }
+        if ttl <= self.drift(ttl) + self.min_validity {
+            return Err(Error::invalid(format!(
+                "{name}: {ttl:?} leaves no validity after the drift allowance ({:?}) and min_validity",
+                self.drift(ttl)
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn nonzero(name: &str, d: Duration) -> Result<()> {
+    if d.is_zero() {
+        return Err(Error::invalid(format!("{name}: must be positive")));
+    }
+    Ok(())
+}
+
+fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
+    let name = format!("nodes[{i}]");
+    if url.trim().is_empty() {
+        return Err(Error::invalid(format!("{name}: empty URL")));
+    }
+    let Some((scheme, _)) = url.split_once("://") else {
+        return Err(Error::invalid(format!(
+            "{name}: unparsable URL {:?} (expected redis://, rediss:// or unix://)",
+            redact_url(url)
+        )));
+    };
+    let display = redact_url(url);
+    if !matches!(
+        scheme,
+        "redis" | "rediss" | "unix" | "redis+unix" | "valkey" | "valkeys"
+    ) {
+        return Err(Error::new(
+            ErrorKind::Connection,
+            format!("{name}: unsupported scheme {scheme:?} in {display}"),
+        ));
+    }
+    let info: redis::ConnectionInfo = redis::IntoConnectionInfo::into_connection_info(url)
+        .map_err(|e| {
+            let secret = url::Url::parse(url)
+                .ok()
+                .and_then(|u| u.password().map(str::to_owned));
+            Error::invalid(format!(
+                "{name}: unparsable URL {display}: {}",
+                scrub(&e.to_string(), secret.as_deref())
+            ))
+        })?;
+    let secret = info.redis_settings().password().map(str::to_owned);
+    Ok(NodeSpec {
+        info,
+        display,
+        secret,
+    })
+}
+
+/// The URL with any password (userinfo or `pass`/`password` query parameter) replaced by `***`.
+pub fn redact_url(raw: &str) -> String {
+    let Ok(mut u) = url::Url::parse(raw) else {
+        // Not a URL: show only what cannot be a secret.
+        return match raw.split_once('@') {
+            Some((_, host)) => format!("***@{host}"),
+            None => raw.to_owned(),
+        };
+    };
+    if u.password().is_some() {
+        let _ = u.set_password(Some("***"));
+    }
+    if u.query().is_some() {
+        let pairs: Vec<(String, String)> = u
+            .query_pairs()
+            .map(|(k, v)| {
+                let secret = matches!(k.as_ref(), "pass" | "password");
+                (
+                    k.into_owned(),
+                    if secret {
+                        "***".to_owned()
+                    } else {
+                        v.into_owned()
+                    },
+                )
+            })
+            .collect();
+        u.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    u.to_string()
+}
+
+/// Removes a secret from free text (error messages from the Redis client).
+pub(crate) fn scrub(text: &str, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) if !s.is_empty() => text.replace(s, "***"),
+        _ => text.to_owned(),
+    }
+}
+
+/// Converts a binding's float seconds (Python) to a `Duration`, naming the argument when the value
+/// is negative, NaN or infinite.
+pub fn duration_from_secs_f64(name: &str, secs: f64) -> Result<Duration> {
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(Error::invalid(format!(
+            "{name}: must be a finite, non-negative number of seconds, got {secs}"
+        )));
+    }
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| Error::invalid(format!("{name}: {secs} seconds is out of range")))
+}
+
+/// Converts a binding's milliseconds (Node numbers, C integers) to a `Duration`, naming the
+/// argument when the value is negative, fractional, NaN or infinite.
+pub fn duration_from_millis_f64(name: &str, ms: f64) -> Result<Duration> {
+    if !ms.is_finite() || ms < 0.0 || ms.fract() != 0.0 || ms > u64::MAX as f64 {
+        return Err(Error::invalid(format!(
+            "{name}: must be a non-negative integer number of milliseconds, got {ms}"
+        )));
+    }
+    Ok(Duration::from_millis(ms as u64))
+}
+
+/// Checks a resource list: non-empty, no empty names, no duplicates, no NUL bytes.
+pub fn validate_resources<S: AsRef<str>>(resources: &[S]) -> Result<()> {
+    if resources.is_empty() {
+        return Err(Error::invalid("resources: the resource list is empty"));
+    }
+    let mut seen = HashSet::with_capacity(resources.len());
+    for (i, r) in resources.iter().enumerate() {
+        let r = r.as_ref();
+        if r.is_empty() {
+            return Err(Error::invalid(format!(
+                "resources[{i}]: empty resource name"
+            )));
+        }
+        if !seen.insert(r) {
+            return Err(Error::invalid(format!(
+                "resources[{i}]: duplicate resource {r:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Turns raw bytes (from C) into a resource name, naming the argument when they are not UTF-8.
+pub fn resource_from_bytes(index: usize, bytes: &[u8]) -> Result<String> {
+    std::str::from_utf8(bytes)
+        .map(str::to_owned)
+        .map_err(|_| Error::invalid(format!("resources[{index}]: not valid UTF-8")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_userinfo_and_query_passwords() {
+        assert_eq!(
+            redact_url("redis://alice:s3cret@127.0.0.1:6379/2"),
+            "redis://alice:***@127.0.0.1:6379/2"
+        );
+        assert_eq!(redact_url("redis://:s3cret@h:1"), "redis://:***@h:1");
+        let u = redact_url("unix:///tmp/r.sock?db=1&pass=s3cret");
+        assert!(!u.contains("s3cret") && u.contains("pass=***"), "{u}");
+        assert_eq!(redact_url("not a url s3cret@host"), "***@host");
+    }
+
+    #[test]
+    fn drift_follows_the_seeds() {
+        let c = Config::new(["redis://127.0.0.1:1"]);
+        assert_eq!(c.drift(Duration::from_secs(10)), Duration::from_millis(102));
+    }
+
+    #[test]
+    fn bad_scheme_is_connection_and_garbage_is_invalid() {
+        let e = Config::new(["http://127.0.0.1:1"])
+            .validate()
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::Connection);
+        assert!(e.message().contains("nodes[0]"));
+        let e = Config::new(["127.0.0.1:6379"]).validate().err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    }
+
+    #[test]
+    fn durations_from_floats() {
+        assert!(duration_from_secs_f64("ttl", f64::NAN).is_err());
+        assert!(
+            duration_from_secs_f64("ttl", -1.0)
+                .unwrap_err()
+                .message()
+                .contains("ttl")
+        );
+        assert_eq!(
+            duration_from_secs_f64("ttl", 1.5).unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert!(duration_from_millis_f64("ttl", 1.5).is_err());
+        assert!(duration_from_millis_f64("ttl", f64::INFINITY).is_err());
+        assert_eq!(
+            duration_from_millis_f64("ttl", 250.0).unwrap(),
+            Duration::from_millis(250)
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! # ironlock
+//!
+//! The Redlock distributed lock over N independent Redis (or Valkey) masters, with a majority
+//! quorum, monotonic validity, restart-aware quorum, release wake-ups and fencing tokens.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ironlock::{Config, LockManager};
+//!
+//! # async fn demo() -> ironlock::Result<()> {
+//! let manager = LockManager::new(Config::new([
+//!     "redis://127.0.0.1:7001",
+//!     "redis://127.0.0.1:7002",
+//!     "redis://127.0.0.1:7003",
+//! ]))
+//! .await?;
+//! let lock = manager.acquire(&["invoice:42"], Duration::from_secs(10)).await?;
+//! assert!(lock.is_valid());
+//! // ... the critical section: keep it shorter than lock.validity() ...
+//! lock.release().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! What Redlock promises, and what it does not, is in the README ("Safety").
+
+#![warn(missing_docs)]
+
+mod config;
+mod error;
+mod lock;
+mod manager;
+mod node;
+mod notify;
+mod quorum;
+pub mod scripts;
+mod token;
+
+pub use config::{
+    Config, defaults, duration_from_millis_f64, duration_from_secs_f64, redact_url,
+    resource_from_bytes, validate_resources,
+};
+pub use error::{Error, ErrorKind, NodeReport, Report, Result, Vote};
+pub use lock::{KeepAlive, Lock, Released};
+pub use manager::{AcquireOptions, Holder, LockManager, NodeStatus, Stats};
+pub use quorum::{quorum, validity};
+pub use token::new_token;
+
+/// The crate version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

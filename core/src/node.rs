@@ -1,0 +1,337 @@
+//! One Redis node: its multiplexed connection, per-request timeout, background reconnection and
+//! the restart quarantine read from `INFO server` on every (re)connection.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, FromRedisValue, Script};
+
+use crate::config::{NodeSpec, scrub};
+
+/// Why a node did not vote.
+#[derive(Debug, Clone)]
+pub(crate) enum Failure {
+    Timeout,
+    Error(String),
+}
+
+impl Failure {
+    pub(crate) fn text(&self) -> String {
+        match self {
+            Failure::Timeout => "no reply within node_timeout".to_owned(),
+            Failure::Error(e) => e.clone(),
+        }
+    }
+}
+
+/// What `INFO server` said at the last (re)connection.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ServerInfo {
+    pub(crate) run_id: String,
+    pub(crate) version: String,
+    pub(crate) uptime: Duration,
+}
+
+struct State {
+    conn: Option<MultiplexedConnection>,
+    /// Bumped on every new connection, so a stale failure cannot drop a fresh connection.
+    generation: u64,
+    /// The node's "yes" votes count from this instant on.
+    eligible_at: Instant,
+    info: Option<ServerInfo>,
+    connected_at: Option<Instant>,
+    last_error: Option<String>,
+}
+
+/// Counters of one node's votes since the manager started.
+#[derive(Default)]
+pub(crate) struct VoteCounters {
+    pub(crate) votes_for: AtomicU64,
+    pub(crate) votes_against: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) not_eligible: AtomicU64,
+    pub(crate) reconnects: AtomicU64,
+}
+
+pub(crate) struct Node {
+    pub(crate) display: String,
+    secret: Option<String>,
+    client: redis::Client,
+    node_timeout: Duration,
+    connect_timeout: Duration,
+    /// `None` when restart quarantine is off.
+    quarantine: Option<Duration>,
+    state: Mutex<State>,
+    reconnecting: AtomicBool,
+    pub(crate) counters: VoteCounters,
+}
+
+impl Node {
+    pub(crate) fn new(
+        spec: NodeSpec,
+        node_timeout: Duration,
+        connect_timeout: Duration,
+        quarantine: Option<Duration>,
+    ) -> Result<Arc<Node>, String> {
+        let client = redis::Client::open(spec.info).map_err(|e| e.to_string())?;
+        Ok(Arc::new(Node {
+            display: spec.display,
+            secret: spec.secret,
+            client,
+            node_timeout,
+            connect_timeout,
+            quarantine,
+            state: Mutex::new(State {
+                conn: None,
+                generation: 0,
+                eligible_at: Instant::now(),
+                info: None,
+                connected_at: None,
+                last_error: Some("not connected yet".to_owned()),
+            }),
+            reconnecting: AtomicBool::new(false),
+            counters: VoteCounters::default(),
+        }))
+    }
+
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        scrub(text, self.secret.as_deref())
+    }
+
+    /// Connects once (used at manager start); on failure a background reconnect loop takes over.
+    pub(crate) async fn connect_or_schedule(self: &Arc<Self>) {
+        if let Err(e) = self.try_connect().await {
+            self.note_error(e);
+            self.schedule_reconnect();
+        }
+    }
+
+    async fn try_connect(&self) -> Result<(), String> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(None);
+        let mut conn = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| self.scrub(&e.to_string()))?;
+        // Read uptime after connecting: a node that restarted lost its keys and must stay out of
+        // the quorum until every lock it might have held has expired (seeds: delayed restarts).
+        let raw: String = tokio::time::timeout(
+            self.connect_timeout,
+            redis::cmd("INFO").arg("server").query_async(&mut conn),
+        )
+        .await
+        .map_err(|_| "INFO server: no reply within connect_timeout".to_owned())?
+        .map_err(|e| self.scrub(&e.to_string()))?;
+        let received = Instant::now();
+        let info = parse_info(&raw);
+        // uptime_in_seconds is floored: the true uptime may be up to 1 s more, so the +1 s in the
+        // quarantine makes this conservative.
+        let eligible_at = match self.quarantine {
+            Some(q) => received + q.saturating_sub(info.uptime),
+            None => received,
+        };
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.conn = Some(conn);
+        st.generation += 1;
+        st.eligible_at = eligible_at;
+        st.connected_at = Some(received);
+        st.info = Some(info);
+        st.last_error = None;
+        drop(st);
+        tracing::debug!(node = %self.display, quarantined_for = ?eligible_at.saturating_duration_since(received), "connected");
+        Ok(())
+    }
+
+    fn note_error(&self, e: String) {
+        tracing::warn!(node = %self.display, error = %e, "node connection failed");
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_error = Some(e);
+    }
+
+    /// Starts the background reconnect loop unless one runs already. Needs a tokio runtime.
+    fn schedule_reconnect(self: &Arc<Self>) {
+        if self.reconnecting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            self.reconnecting.store(false, Ordering::Release);
+            return;
+        };
+        let weak: Weak<Node> = Arc::downgrade(self);
+        handle.spawn(async move {
+            let mut backoff = Duration::from_millis(20);
+            loop {
+                tokio::time::sleep(backoff).await;
+                let Some(node) = weak.upgrade() else { return };
+                match node.try_connect().await {
+                    Ok(()) => {
+                        node.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+                        node.reconnecting.store(false, Ordering::Release);
+                        return;
+                    }
+                    Err(e) => node.note_error(e),
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        });
+    }
+
+    fn current(&self) -> Option<(MultiplexedConnection, u64)> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.conn.clone().map(|c| (c, st.generation))
+    }
+
+    /// Whether this node's "yes" counts now (restart quarantine over).
+    pub(crate) fn eligible(&self) -> bool {
+        Instant::now()
+            >= self
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .eligible_at
+    }
+
+    /// Runs one script with a per-request timeout. A timeout keeps the connection (later requests
+    /// on it stay ordered after the one that timed out); a broken connection is replaced in the
+    /// background.
+    pub(crate) async fn eval<T: FromRedisValue>(
+        self: &Arc<Self>,
+        script: &Script,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<T, Failure> {
+        let (mut conn, generation) = self.connection()?;
+        let mut invocation = script.prepare_invoke();
+        for k in keys {
+            invocation.key(*k);
+        }
+        for a in args {
+            invocation.arg(*a);
+        }
+        let reply =
+            tokio::time::timeout(self.node_timeout, invocation.invoke_async(&mut conn)).await;
+        self.settle(reply, generation)
+    }
+
+    /// Runs one pipeline with the per-request timeout (inspection, not locking).
+    pub(crate) async fn query_pipe<T: FromRedisValue>(
+        self: &Arc<Self>,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, Failure> {
+        let (mut conn, generation) = self.connection()?;
+        let reply = tokio::time::timeout(self.node_timeout, pipe.query_async(&mut conn)).await;
+        self.settle(reply, generation)
+    }
+
+    fn connection(self: &Arc<Self>) -> Result<(MultiplexedConnection, u64), Failure> {
+        if let Some(c) = self.current() {
+            return Ok(c);
+        }
+        self.schedule_reconnect();
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let why = st.last_error.as_deref().unwrap_or("no connection");
+        Err(Failure::Error(format!("not connected: {why}")))
+    }
+
+    fn settle<T>(
+        self: &Arc<Self>,
+        reply: Result<redis::RedisResult<T>, tokio::time::error::Elapsed>,
+        generation: u64,
+    ) -> Result<T, Failure> {
+        match reply {
+            Err(_) => Err(Failure::Timeout),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                    self.drop_connection(generation, &e.to_string());
+                }
+                Err(Failure::Error(self.scrub(&e.to_string())))
+            }
+        }
+    }
+
+    fn drop_connection(self: &Arc<Self>, generation: u64, why: &str) {
+        {
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if st.generation != generation || st.conn.is_none() {
+                return;
+            }
+            st.conn = None;
+            st.connected_at = None;
+            st.last_error = Some(self.scrub(why));
+        }
+        tracing::warn!(node = %self.display, error = %self.scrub(why), "connection lost; reconnecting");
+        self.schedule_reconnect();
+    }
+
+    /// A snapshot for [`LockManager::node_status`](crate::LockManager::node_status).
+    pub(crate) fn status(&self) -> crate::manager::NodeStatus {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let info = st.info.clone().unwrap_or_default();
+        crate::manager::NodeStatus {
+            url: self.display.clone(),
+            connected: st.conn.is_some(),
+            eligible: st.conn.is_some() && now >= st.eligible_at,
+            quarantine_remaining: st.eligible_at.saturating_duration_since(now),
+            run_id: info.run_id,
+            version: info.version,
+            uptime: st
+                .connected_at
+                .map(|c| info.uptime + now.saturating_duration_since(c))
+                .unwrap_or_default(),
+            last_error: st.last_error.clone(),
+            votes_for: self.counters.votes_for.load(Ordering::Relaxed),
+            votes_against: self.counters.votes_against.load(Ordering::Relaxed),
+            errors: self.counters.errors.load(Ordering::Relaxed),
+            timeouts: self.counters.timeouts.load(Ordering::Relaxed),
+            not_eligible: self.counters.not_eligible.load(Ordering::Relaxed),
+            reconnects: self.counters.reconnects.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn parse_info(raw: &str) -> ServerInfo {
+    let mut info = ServerInfo::default();
+    for line in raw.lines() {
+        let Some((k, v)) = line.trim().split_once(':') else {
+            continue;
+        };
+        match k {
+            "run_id" => info.run_id = v.to_owned(),
+            "redis_version" | "valkey_version" if info.version.is_empty() => {
+                info.version = v.to_owned()
+            }
+            "uptime_in_seconds" => {
+                info.uptime = Duration::from_secs(v.parse().unwrap_or(0));
+            }
+            _ => {}
+        }
+    }
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_info_server() {
+        let raw = "# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n";
+        let i = parse_info(raw);
+        assert_eq!(i.run_id, "abc");
+        assert_eq!(i.version, "7.0.15");
+        assert_eq!(i.uptime, Duration::from_secs(42));
+    }
+}

@@ -1,0 +1,170 @@
+//! One round: the same request to every node at once, votes counted as replies arrive, and the
+//! arithmetic of quorum, drift and validity.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
+use crate::error::{NodeReport, Report, Vote};
+use crate::node::{Failure, Node};
+
+/// Q = floor(N / 2) + 1.
+pub fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// validity = ttl − elapsed − drift, or `None` when that is not positive.
+pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
+    ttl.checked_sub(elapsed)?
+        .checked_sub(drift)
+        .filter(|v| !v.is_zero())
+}
+
+/// What a node answered, before eligibility is applied.
+#[derive(Debug, Clone)]
+pub(crate) enum Reply {
+    /// Yes, with a payload (the fence counter for acquire, else 0).
+    Yes(u64),
+    /// No: held by someone else, or our token is gone.
+    No,
+    Failed(Failure),
+}
+
+/// The counted outcome of a round.
+pub(crate) struct Round {
+    pub(crate) report: Report,
+    /// Eligible "yes" votes.
+    pub(crate) granted: usize,
+    /// "No" answers.
+    pub(crate) refused: usize,
+    /// Largest payload among eligible "yes" votes.
+    pub(crate) max_payload: u64,
+    /// When the outcome was decided (for validity).
+    pub(crate) decided_at: Instant,
+}
+
+/// How the votes of a round are tallied.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tally {
+    /// Stop as soon as the outcome (quorum reached, or out of reach) is known.
+    Early,
+    /// Wait for every node, and count every "yes" (release: restart quarantine is irrelevant to
+    /// deleting our own keys).
+    All,
+}
+
+/// Sends `request(node)` to all nodes at once and counts the replies as they arrive.
+/// Replies still outstanding when the outcome is decided are drained by a background task.
+pub(crate) async fn run<F, Fut>(
+    nodes: &[Arc<Node>],
+    tally: Tally,
+    started: Instant,
+    request: F,
+) -> Round
+where
+    F: Fn(Arc<Node>) -> Fut,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    let n = nodes.len();
+    let q = quorum(n);
+    let mut reports: Vec<NodeReport> = nodes
+        .iter()
+        .map(|node| NodeReport {
+            url: node.display.clone(),
+            vote: Vote::Pending,
+            error: None,
+        })
+        .collect();
+    let mut pending: FuturesUnordered<_> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let fut = request(node.clone());
+            async move { (i, fut.await) }
+        })
+        .collect();
+    let (mut granted, mut refused, mut failed, mut max_payload) = (0usize, 0usize, 0usize, 0u64);
+    let early = tally == Tally::Early;
+    while let Some((i, reply)) = pending.next().await {
+        let node = &nodes[i];
+        let counters = &node.counters;
+        let r = &mut reports[i];
+        match reply {
+            Reply::Yes(payload) => {
+                if tally == Tally::All || node.eligible() {
+                    granted += 1;
+                    max_payload = max_payload.max(payload);
+                    r.vote = Vote::For;
+                    counters.votes_for.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    failed += 1;
+                    r.vote = Vote::NotEligible;
+                    r.error = Some("restarted recently: quarantined by restart_quarantine".into());
+                    counters.not_eligible.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Reply::No => {
+                refused += 1;
+                r.vote = Vote::Against;
+                counters.votes_against.fetch_add(1, Ordering::Relaxed);
+            }
+            Reply::Failed(f) => {
+                failed += 1;
+                r.vote = match f {
+                    Failure::Timeout => {
+                        counters.timeouts.fetch_add(1, Ordering::Relaxed);
+                        Vote::Timeout
+                    }
+                    Failure::Error(_) => {
+                        counters.errors.fetch_add(1, Ordering::Relaxed);
+                        Vote::Error
+                    }
+                };
+                r.error = Some(f.text());
+            }
+        }
+        if early && (granted >= q || n - refused - failed < q) {
+            break;
+        }
+    }
+    let decided_at = Instant::now();
+    if !pending.is_empty() {
+        // Late replies still matter to Redis (they set or delete keys), not to the outcome.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move { while pending.next().await.is_some() {} });
+        }
+    }
+    Round {
+        report: Report {
+            nodes: reports,
+            elapsed: decided_at - started,
+            rounds: 1,
+        },
+        granted,
+        refused,
+        max_payload,
+        decided_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        assert_eq!([1, 2, 3, 4, 5, 6, 7].map(quorum), [1, 2, 2, 3, 3, 4, 4]);
+    }
+
+    #[test]
+    fn validity_subtracts_elapsed_and_drift() {
+        let ms = Duration::from_millis;
+        assert_eq!(validity(ms(1000), ms(100), ms(12)), Some(ms(888)));
+        assert_eq!(validity(ms(1000), ms(990), ms(12)), None);
+        assert_eq!(validity(ms(1000), ms(988), ms(12)), None);
+    }
+}

@@ -1,0 +1,100 @@
+//! The Lua scripts. Each runs atomically on one node; every language uses these same scripts, so
+//! keys, values and channels are identical whoever took the lock.
+//!
+//! KEYS layout for all scripts: the n lock keys, then (acquire and fence only) their n fence
+//! counter keys. ARGV[1] is always the token.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// The channel a release announces itself on, for one lock key.
+pub fn release_channel(key: &str) -> String {
+    format!("ironlock:release:{key}")
+}
+
+/// The fencing counter key kept next to a lock key (never expires).
+pub fn fence_key(key: &str) -> String {
+    format!("{key}:ironlock:fence")
+}
+
+/// Sets every key with `NX PX ttl`, or none of them.
+/// ARGV: token, ttl_ms, fencing (0/1).
+/// Returns `{1, max_fence_counter}` when set, `{0, index_of_held_key}` when another token holds one.
+/// A key that already holds our own token (a late reply of an earlier round) is taken as ours.
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local n = #KEYS
+if ARGV[3] == "1" then n = n / 2 end
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  if v and v ~= ARGV[1] then return {0, i} end
+end
+for i = 1, n do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+local fence = 0
+if ARGV[3] == "1" then
+  for i = n + 1, 2 * n do
+    local c = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
+    if c > fence then fence = c end
+  end
+end
+return {1, fence}
+"#,
+    )
+});
+
+/// Deletes every key that still holds our token and announces the release on its channel.
+/// ARGV: token. Returns how many keys it deleted.
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local deleted = 0
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then
+    redis.call('DEL', KEYS[i])
+    redis.call('PUBLISH', 'ironlock:release:' .. KEYS[i], ARGV[1])
+    deleted = deleted + 1
+  end
+end
+return deleted
+"#,
+    )
+});
+
+/// Sets a new expiry on every key iff every key still holds our token; never re-creates a key.
+/// ARGV: token, ttl_ms. Returns 1 when extended, 0 otherwise.
+pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
+end
+for i = 1, #KEYS do
+  redis.call('PEXPIRE', KEYS[i], ARGV[2])
+end
+return 1
+"#,
+    )
+});
+
+/// Raises every fence counter to F (`counter = max(counter, F)`) iff every lock key still holds
+/// our token. ARGV: token, F (decimal). Returns 1 when written, 0 otherwise.
+pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local n = #KEYS / 2
+for i = 1, n do
+  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
+end
+local f = tonumber(ARGV[2])
+for i = n + 1, 2 * n do
+  local c = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
+  if f > c then redis.call('SET', KEYS[i], ARGV[2]) end
+end
+return 1
+"#,
+    )
+});

@@ -1,0 +1,319 @@
+//! Real `redis-server` processes for tests: started on free loopback ports in temporary
+//! directories without persistence (`--save '' --appendonly no`), and killed (-9), paused
+//! (SIGSTOP/SIGCONT) and restarted on demand. Every process is killed when the [`Cluster`] is
+//! dropped, and also when the test process dies (parent-death signal).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The `redis-server` binary: `$REDIS_SERVER`, else `redis-server` from `PATH`.
+pub fn redis_server() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// One redis-server on a fixed loopback port.
+pub struct Node {
+    port: u16,
+    dir: PathBuf,
+    extra: Vec<String>,
+    child: Option<Child>,
+    paused: bool,
+}
+
+impl Node {
+    fn spawn(port: u16, dir: &Path, extra: &[String]) -> std::io::Result<Child> {
+        let mut cmd = Command::new(redis_server());
+        cmd.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args([
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+            "--protected-mode",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill this child when
+        // the harness dies, so no redis-server outlives a crashed test.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        cmd.spawn()
+    }
+
+    fn start(&mut self) -> Result<(), String> {
+        let child = Node::spawn(self.port, &self.dir, &self.extra).map_err(|e| {
+            format!(
+                "cannot start {}: {e} (is redis-server installed?)",
+                redis_server()
+            )
+        })?;
+        self.child = Some(child);
+        self.paused = false;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    self.child = None;
+                    return Err(format!(
+                        "redis-server on port {} exited: {status}",
+                        self.port
+                    ));
+                }
+            }
+            if ping(self.port) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Err(format!(
+            "redis-server on port {} did not answer PING within 10 s",
+            self.port
+        ))
+    }
+
+    /// The loopback port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+/// A set of independent redis-server masters.
+pub struct Cluster {
+    nodes: Vec<Node>,
+    root: PathBuf,
+}
+
+fn unique() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        nanos,
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// True when a redis-server on `port` answers PING.
+pub fn ping(port: u16) -> bool {
+    let Ok(mut s) =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+    else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 7];
+    s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+impl Cluster {
+    /// Starts `n` nodes.
+    pub fn start(n: usize) -> Result<Cluster, String> {
+        Cluster::start_with(n, &[])
+    }
+
+    /// Starts `n` nodes, each with extra redis-server arguments (e.g. `--requirepass x`).
+    pub fn start_with(n: usize, extra: &[&str]) -> Result<Cluster, String> {
+        let root = std::env::temp_dir().join(format!("ironlock-harness-{}", unique()));
+        std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let mut cluster = Cluster {
+            nodes: Vec::with_capacity(n),
+            root,
+        };
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        for i in 0..n {
+            let dir = cluster.root.join(format!("node{i}"));
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut last = String::new();
+            let mut started = false;
+            for _ in 0..5 {
+                let port = free_port().map_err(|e| e.to_string())?;
+                let mut node = Node {
+                    port,
+                    dir: dir.clone(),
+                    extra: extra.clone(),
+                    child: None,
+                    paused: false,
+                };
+                match node.start() {
+                    Ok(()) => {
+                        cluster.nodes.push(node);
+                        started = true;
+                        break;
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            if !started {
+                return Err(last);
+            }
+        }
+        Ok(cluster)
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// One URL per node.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Node::url).collect()
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when there are no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    fn node(&mut self, i: usize) -> Result<&mut Node, String> {
+        let n = self.nodes.len();
+        self.nodes
+            .get_mut(i)
+            .ok_or_else(|| format!("no node {i} (have {n})"))
+    }
+
+    /// SIGKILL node `i` and reap it. Its data is gone (no persistence).
+    pub fn kill(&mut self, i: usize) -> Result<(), String> {
+        let node = self.node(i)?;
+        if let Some(mut c) = node.child.take() {
+            if node.paused {
+                signal(c.id(), libc::SIGCONT);
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        node.paused = false;
+        Ok(())
+    }
+
+    /// Starts node `i` again on the same port (empty: no persistence).
+    pub fn start_node(&mut self, i: usize) -> Result<(), String> {
+        let node = self.node(i)?;
+        if node.child.is_some() {
+            return Err(format!("node {i} is running"));
+        }
+        // The port may linger briefly after a kill; retry for a while.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match node.start() {
+                Ok(()) => return Ok(()),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    /// kill -9 then start again: the node comes back empty, with a fresh run_id and uptime 0.
+    pub fn restart(&mut self, i: usize) -> Result<(), String> {
+        self.kill(i)?;
+        self.start_node(i)
+    }
+
+    /// SIGSTOP node `i`: it keeps its sockets but answers nothing.
+    pub fn pause(&mut self, i: usize) -> Result<(), String> {
+        let node = self.node(i)?;
+        let pid = node
+            .pid()
+            .ok_or_else(|| format!("node {i} is not running"))?;
+        signal(pid, libc::SIGSTOP);
+        node.paused = true;
+        Ok(())
+    }
+
+    /// SIGCONT node `i`.
+    pub fn resume(&mut self, i: usize) -> Result<(), String> {
+        let node = self.node(i)?;
+        let pid = node
+            .pid()
+            .ok_or_else(|| format!("node {i} is not running"))?;
+        signal(pid, libc::SIGCONT);
+        node.paused = false;
+        Ok(())
+    }
+
+    /// Runs one command on node `i` over a fresh connection and returns the raw RESP reply.
+    pub fn command(&self, i: usize, args: &[&str]) -> Result<String, String> {
+        let node = self.nodes.get(i).ok_or_else(|| format!("no node {i}"))?;
+        raw_command(node.port, args)
+    }
+}
+
+/// Sends one command in RESP and returns the first reply line(s) as text (for test set-up).
+pub fn raw_command(port: u16, args: &[&str]) -> Result<String, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|e| e.to_string())?;
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 65536];
+    let n = s.read(&mut buf).map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on a pid we spawned and have not reaped.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            let _ = self.kill(i);
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}

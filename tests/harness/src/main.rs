@@ -1,0 +1,96 @@
+//! `ironlock-harness`: the test harness as a process, for the C, Python and Node suites.
+//!
+//! ```text
+//! ironlock-harness [--nodes N] [-- EXTRA REDIS-SERVER ARGS...]
+//! ```
+//! Prints one JSON line `{"ports":[...],"urls":[...],"pids":[...]}` once every node answers
+//! PING, then reads commands from stdin, one per line, answering each with one line:
+//! `kill I`, `start I`, `restart I`, `pause I`, `resume I`, `pids`, `quit`.
+//! Answers are `ok`, a JSON line (`pids`), or `error: MESSAGE`. When stdin closes (the test
+//! process ended or died) every node is killed and the harness exits.
+
+use std::io::{BufRead, Write};
+
+use ironlock_harness::Cluster;
+
+fn pids_json(c: &Cluster) -> String {
+    let pids: Vec<String> = c
+        .nodes()
+        .iter()
+        .map(|n| n.pid().map_or("null".to_owned(), |p| p.to_string()))
+        .collect();
+    format!("[{}]", pids.join(","))
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut n = 3usize;
+    let mut extra: Vec<String> = Vec::new();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--nodes" | "-n" => match args.next().and_then(|v| v.parse().ok()) {
+                Some(v) if v > 0 && v <= 16 => n = v,
+                _ => usage("--nodes needs a number from 1 to 16"),
+            },
+            "--" => extra.extend(args.by_ref()),
+            "-h" | "--help" => {
+                println!("usage: ironlock-harness [--nodes N] [-- EXTRA REDIS-SERVER ARGS...]");
+                return;
+            }
+            other => usage(&format!("unknown argument {other:?}")),
+        }
+    }
+    let extra_refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let mut cluster = match Cluster::start_with(n, &extra_refs) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ironlock-harness: {e}");
+            std::process::exit(1);
+        }
+    };
+    let ports: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|n| n.port().to_string())
+        .collect();
+    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "{{\"ports\":[{}],\"urls\":[{}],\"pids\":{}}}",
+        ports.join(","),
+        urls.join(","),
+        pids_json(&cluster)
+    );
+    let _ = out.flush();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let mut words = line.split_whitespace();
+        let cmd = words.next().unwrap_or("");
+        let index = words.next().and_then(|w| w.parse::<usize>().ok());
+        let result = match (cmd, index) {
+            ("quit", _) => break,
+            ("pids", _) => Ok(Some(pids_json(&cluster))),
+            ("kill", Some(i)) => cluster.kill(i).map(|_| None),
+            ("start", Some(i)) => cluster.start_node(i).map(|_| None),
+            ("restart", Some(i)) => cluster.restart(i).map(|_| None),
+            ("pause", Some(i)) => cluster.pause(i).map(|_| None),
+            ("resume", Some(i)) => cluster.resume(i).map(|_| None),
+            ("", _) => continue,
+            _ => Err(format!("unknown command {line:?}")),
+        };
+        let _ = match result {
+            Ok(None) => writeln!(out, "ok"),
+            Ok(Some(json)) => writeln!(out, "{json}"),
+            Err(e) => writeln!(out, "error: {e}"),
+        };
+        let _ = out.flush();
+    }
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!(
+        "ironlock-harness: {msg}\nusage: ironlock-harness [--nodes N] [-- EXTRA REDIS-SERVER ARGS...]"
+    );
+    std::process::exit(64);
+}
