@@ -122,14 +122,21 @@ setters! {
     /// Keep restarted nodes out of the quorum for `max_ttl` + drift + 1 s. Default on; switch off
     /// only for nodes that persist with `appendfsync always`.
     restart_quarantine: bool;
-    /// Prepended to every resource name to form the Redis key. Default empty.
-    key_prefix: String;
     /// A grant needs validity above this. Default 0.
     min_validity: Duration;
     /// How often one lock may be extended. Default unlimited.
     max_extensions: Option<u32>;
     /// Auto-extension extends when remaining validity falls below this. Default ttl / 3.
     extension_threshold: Option<Duration>;
+}
+
+impl Config {
+    /// Prepended to every resource name to form the Redis key. Default empty.
+    #[must_use]
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
 }
 
 impl fmt::Debug for Config {

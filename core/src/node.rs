@@ -116,7 +116,8 @@ impl Node {
     async fn try_connect(&self) -> Result<(), String> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(None);
+            .set_response_timeout(None)
+            .set_pipeline_buffer_size(4096);
         let mut conn = self
             .client
             .get_multiplexed_async_connection_with_config(&config)
@@ -133,6 +134,17 @@ impl Node {
         .map_err(|e| self.scrub(&e.to_string()))?;
         let received = Instant::now();
         let info = parse_info(&raw);
+        let mut load = redis::pipe();
+        for source in crate::scripts::ALL_SOURCES {
+            load.cmd("SCRIPT").arg("LOAD").arg(source);
+        }
+        tokio::time::timeout(
+            self.connect_timeout,
+            load.query_async::<Vec<String>>(&mut conn),
+        )
+        .await
+        .map_err(|_| "SCRIPT LOAD: no reply within connect_timeout".to_owned())?
+        .map_err(|e| self.scrub(&e.to_string()))?;
         // uptime_in_seconds is floored: the true uptime may be up to 1 s more, so the +1 s in the
         // quarantine makes this conservative.
         let eligible_at = match self.quarantine {
@@ -212,15 +224,12 @@ impl Node {
         args: &[&str],
     ) -> Result<T, Failure> {
         let (mut conn, generation) = self.connection()?;
-        let mut invocation = script.prepare_invoke();
-        for k in keys {
-            invocation.key(*k);
-        }
-        for a in args {
-            invocation.arg(*a);
-        }
-        let reply =
-            tokio::time::timeout(self.node_timeout, invocation.invoke_async(&mut conn)).await;
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        let reply = tokio::time::timeout(self.node_timeout, cmd.query_async(&mut conn)).await;
         self.settle(reply, generation)
     }
 
@@ -253,7 +262,15 @@ impl Node {
             Err(_) => Err(Failure::Timeout),
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
-                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                // A node that forgot our scripts (SCRIPT FLUSH) gets a fresh connection, which
+                // loads them again.
+                let noscript =
+                    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+                if noscript
+                    || e.is_io_error()
+                    || e.is_connection_dropped()
+                    || e.is_unrecoverable_error()
+                {
                     self.drop_connection(generation, &e.to_string());
                 }
                 Err(Failure::Error(self.scrub(&e.to_string())))

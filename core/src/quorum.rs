@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
+use std::pin::Pin;
+use std::task::Poll;
 
 use crate::error::{NodeReport, Report, Vote};
 use crate::node::{Failure, Node};
@@ -58,7 +58,11 @@ pub(crate) enum Tally {
 }
 
 /// Sends `request(node)` to all nodes at once and counts the replies as they arrive.
-/// Replies still outstanding when the outcome is decided are drained by a background task.
+///
+/// Every request is polled (so written to its connection's pipeline) before the outcome can be
+/// decided: a rollback issued after this returns is therefore queued behind the request it
+/// undoes on every connection. Replies still outstanding when the outcome is decided are
+/// drained by a background task.
 pub(crate) async fn run<F, Fut>(
     nodes: &[Arc<Node>],
     tally: Tally,
@@ -79,63 +83,73 @@ where
             error: None,
         })
         .collect();
-    let mut pending: FuturesUnordered<_> = nodes
+    let mut pending: Vec<Option<Pin<Box<Fut>>>> = nodes
         .iter()
-        .enumerate()
-        .map(|(i, node)| {
-            let fut = request(node.clone());
-            async move { (i, fut.await) }
-        })
+        .map(|node| Some(Box::pin(request(node.clone()))))
         .collect();
     let (mut granted, mut refused, mut failed, mut max_payload) = (0usize, 0usize, 0usize, 0u64);
     let early = tally == Tally::Early;
-    while let Some((i, reply)) = pending.next().await {
-        let node = &nodes[i];
-        let counters = &node.counters;
-        let r = &mut reports[i];
-        match reply {
-            Reply::Yes(payload) => {
-                if tally == Tally::All || node.eligible() {
-                    granted += 1;
-                    max_payload = max_payload.max(payload);
-                    r.vote = Vote::For;
-                    counters.votes_for.fetch_add(1, Ordering::Relaxed);
-                } else {
+    std::future::poll_fn(|cx| {
+        for (i, slot) in pending.iter_mut().enumerate() {
+            let Some(fut) = slot else { continue };
+            let Poll::Ready(reply) = fut.as_mut().poll(cx) else {
+                continue;
+            };
+            *slot = None;
+            let node = &nodes[i];
+            let counters = &node.counters;
+            let r = &mut reports[i];
+            match reply {
+                Reply::Yes(payload) => {
+                    if tally == Tally::All || node.eligible() {
+                        granted += 1;
+                        max_payload = max_payload.max(payload);
+                        r.vote = Vote::For;
+                        counters.votes_for.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        failed += 1;
+                        r.vote = Vote::NotEligible;
+                        r.error =
+                            Some("restarted recently: quarantined by restart_quarantine".into());
+                        counters.not_eligible.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Reply::No => {
+                    refused += 1;
+                    r.vote = Vote::Against;
+                    counters.votes_against.fetch_add(1, Ordering::Relaxed);
+                }
+                Reply::Failed(f) => {
                     failed += 1;
-                    r.vote = Vote::NotEligible;
-                    r.error = Some("restarted recently: quarantined by restart_quarantine".into());
-                    counters.not_eligible.fetch_add(1, Ordering::Relaxed);
+                    r.vote = match f {
+                        Failure::Timeout => {
+                            counters.timeouts.fetch_add(1, Ordering::Relaxed);
+                            Vote::Timeout
+                        }
+                        Failure::Error(_) => {
+                            counters.errors.fetch_add(1, Ordering::Relaxed);
+                            Vote::Error
+                        }
+                    };
+                    r.error = Some(f.text());
                 }
             }
-            Reply::No => {
-                refused += 1;
-                r.vote = Vote::Against;
-                counters.votes_against.fetch_add(1, Ordering::Relaxed);
-            }
-            Reply::Failed(f) => {
-                failed += 1;
-                r.vote = match f {
-                    Failure::Timeout => {
-                        counters.timeouts.fetch_add(1, Ordering::Relaxed);
-                        Vote::Timeout
-                    }
-                    Failure::Error(_) => {
-                        counters.errors.fetch_add(1, Ordering::Relaxed);
-                        Vote::Error
-                    }
-                };
-                r.error = Some(f.text());
-            }
         }
-        if early && (granted >= q || n - refused - failed < q) {
-            break;
+        let answered = granted + refused + failed;
+        let decided = early && (granted >= q || n - refused - failed < q);
+        if decided || answered == n {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
-    }
+    })
+    .await;
     let decided_at = Instant::now();
-    if !pending.is_empty() {
+    let rest: Vec<Pin<Box<Fut>>> = pending.into_iter().flatten().collect();
+    if !rest.is_empty() {
         // Late replies still matter to Redis (they set or delete keys), not to the outcome.
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move { while pending.next().await.is_some() {} });
+            handle.spawn(futures_util::future::join_all(rest));
         }
     }
     Round {

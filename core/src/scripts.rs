@@ -8,6 +8,12 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+/// Every script, loaded with `SCRIPT LOAD` on each (re)connection so that each request is a
+/// single `EVALSHA`: one command per request keeps requests on a connection strictly ordered
+/// (a rollback can never overtake the acquire it undoes).
+pub(crate) const ALL_SOURCES: [&str; 4] =
+    [ACQUIRE_SOURCE, RELEASE_SOURCE, EXTEND_SOURCE, FENCE_SOURCE];
+
 /// The channel a release announces itself on, for one lock key.
 pub fn release_channel(key: &str) -> String {
     format!("ironlock:release:{key}")
@@ -22,9 +28,7 @@ pub fn fence_key(key: &str) -> String {
 /// ARGV: token, ttl_ms, fencing (0/1).
 /// Returns `{1, max_fence_counter}` when set, `{0, index_of_held_key}` when another token holds one.
 /// A key that already holds our own token (a late reply of an earlier round) is taken as ours.
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+pub const ACQUIRE_SOURCE: &str = r#"
 local n = #KEYS
 if ARGV[3] == "1" then n = n / 2 end
 for i = 1, n do
@@ -42,15 +46,12 @@ if ARGV[3] == "1" then
   end
 end
 return {1, fence}
-"#,
-    )
-});
+"#;
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
 
 /// Deletes every key that still holds our token and announces the release on its channel.
 /// ARGV: token. Returns how many keys it deleted.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+pub const RELEASE_SOURCE: &str = r#"
 local deleted = 0
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[1] then
@@ -60,15 +61,12 @@ for i = 1, #KEYS do
   end
 end
 return deleted
-"#,
-    )
-});
+"#;
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
 
 /// Sets a new expiry on every key iff every key still holds our token; never re-creates a key.
 /// ARGV: token, ttl_ms. Returns 1 when extended, 0 otherwise.
-pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+pub const EXTEND_SOURCE: &str = r#"
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
 end
@@ -76,15 +74,12 @@ for i = 1, #KEYS do
   redis.call('PEXPIRE', KEYS[i], ARGV[2])
 end
 return 1
-"#,
-    )
-});
+"#;
+pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SOURCE));
 
 /// Raises every fence counter to F (`counter = max(counter, F)`) iff every lock key still holds
 /// our token. ARGV: token, F (decimal). Returns 1 when written, 0 otherwise.
-pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+pub const FENCE_SOURCE: &str = r#"
 local n = #KEYS / 2
 for i = 1, n do
   if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
@@ -95,6 +90,5 @@ for i = n + 1, 2 * n do
   if f > c then redis.call('SET', KEYS[i], ARGV[2]) end
 end
 return 1
-"#,
-    )
-});
+"#;
+pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(FENCE_SOURCE));

@@ -302,6 +302,46 @@ pub fn raw_command(port: u16, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
+/// Turns a raw RESP2 reply into one JSON value (strings escaped, nil as null).
+pub fn resp_to_json(raw: &str) -> String {
+    fn value(lines: &mut std::str::Split<'_, &str>) -> String {
+        let Some(line) = lines.next() else {
+            return "null".into();
+        };
+        let (tag, rest) = line.split_at(line.len().min(1));
+        match tag {
+            "+" => json_string(rest),
+            "-" => format!("{{\"error\":{}}}", json_string(rest)),
+            ":" => rest.to_owned(),
+            "$" if rest == "-1" => "null".into(),
+            "$" => json_string(lines.next().unwrap_or("")),
+            "*" if rest == "-1" => "null".into(),
+            "*" => {
+                let n: usize = rest.parse().unwrap_or(0);
+                let items: Vec<String> = (0..n).map(|_| value(lines)).collect();
+                format!("[{}]", items.join(","))
+            }
+            _ => json_string(line),
+        }
+    }
+    value(&mut raw.split("\r\n"))
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 fn signal(pid: u32, sig: libc::c_int) {
     // SAFETY: kill(2) on a pid we spawned and have not reaped.
     unsafe {

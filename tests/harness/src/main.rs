@@ -5,7 +5,9 @@
 //! ```
 //! Prints one JSON line `{"ports":[...],"urls":[...],"pids":[...]}` once every node answers
 //! PING, then reads commands from stdin, one per line, answering each with one line:
-//! `kill I`, `start I`, `restart I`, `pause I`, `resume I`, `pids`, `quit`.
+//! `kill I`, `start I`, `restart I`, `pause I`, `resume I`, `pids`, `quit`, and
+//! `cmd I ARG...` (one Redis command on node I; the answer is the reply as one JSON value:
+//! string, integer, null, array, or `{"error": "..."}`). Arguments are split on whitespace.
 //! Answers are `ok`, a JSON line (`pids`), or `error: MESSAGE`. When stdin closes (the test
 //! process ended or died) every node is killed and the harness exits.
 
@@ -70,6 +72,12 @@ fn main() {
         let index = words.next().and_then(|w| w.parse::<usize>().ok());
         let result = match (cmd, index) {
             ("quit", _) => break,
+            ("cmd", Some(i)) => {
+                let rest: Vec<&str> = words.collect();
+                cluster
+                    .command(i, &rest)
+                    .map(|raw| Some(ironlock_harness::resp_to_json(&raw)))
+            }
             ("pids", _) => Ok(Some(pids_json(&cluster))),
             ("kill", Some(i)) => cluster.kill(i).map(|_| None),
             ("start", Some(i)) => cluster.start_node(i).map(|_| None),

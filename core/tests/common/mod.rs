@@ -1,0 +1,36 @@
+//! Shared helpers for the integration tests: real redis-server nodes and managers over them.
+#![allow(dead_code)]
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ironlock::{Config, LockManager};
+pub use ironlock_harness::Cluster;
+
+/// Starts `n` fresh nodes. Panics with the harness's message if redis-server cannot start.
+pub fn cluster(n: usize) -> Cluster {
+    Cluster::start(n).unwrap_or_else(|e| panic!("harness: {e}"))
+}
+
+/// A configuration for the cluster with restart quarantine off (fresh nodes have uptime 0).
+pub fn config(c: &Cluster) -> Config {
+    Config::new(c.urls()).restart_quarantine(false)
+}
+
+pub async fn manager(c: &Cluster) -> LockManager {
+    LockManager::new(config(c)).await.expect("manager starts")
+}
+
+/// A resource name unique to this run.
+pub fn unique(name: &str) -> String {
+    let n = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{name}:{}:{n}", std::process::id())
+}
+
+pub const SEC: Duration = Duration::from_secs(1);
+
+pub fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}

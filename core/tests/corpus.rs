@@ -1,0 +1,200 @@
+//! Runs every scenario of `tests/corpus/scenarios/` against the Rust core.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ironlock::{AcquireOptions, Config, Lock, LockManager, Vote};
+use serde_json::Value;
+
+fn corpus_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/scenarios")
+}
+
+fn ms(v: &Value) -> Duration {
+    Duration::from_millis(v.as_u64().expect("integer milliseconds"))
+}
+
+fn settings(urls: Vec<String>, s: &Value) -> Config {
+    let mut c = Config::new(urls).restart_quarantine(false).retry_count(0);
+    let Some(map) = s.as_object() else { return c };
+    for (k, v) in map {
+        c = match k.as_str() {
+            "retry_count" => c.retry_count(v.as_u64().unwrap() as u32),
+            "retry_delay_ms" => c.retry_delay(ms(v)),
+            "retry_jitter_ms" => c.retry_jitter(ms(v)),
+            "drift_factor" => c.drift_factor(v.as_f64().unwrap()),
+            "drift_constant_ms" => c.drift_constant(ms(v)),
+            "node_timeout_ms" => c.node_timeout(ms(v)),
+            "connect_timeout_ms" => c.connect_timeout(ms(v)),
+            "max_ttl_ms" => c.max_ttl(ms(v)),
+            "restart_quarantine" => c.restart_quarantine(v.as_bool().unwrap()),
+            "key_prefix" => c.key_prefix(v.as_str().unwrap()),
+            "min_validity_ms" => c.min_validity(ms(v)),
+            "max_extensions" => c.max_extensions(Some(v.as_u64().unwrap() as u32)),
+            "extension_threshold_ms" => c.extension_threshold(Some(ms(v))),
+            other => panic!("unknown setting {other}"),
+        };
+    }
+    c
+}
+
+fn code(r: &Result<(), ironlock::Error>) -> String {
+    match r {
+        Ok(()) => "ok".into(),
+        Err(e) => e.kind().code().into(),
+    }
+}
+
+fn vote_name(v: Vote) -> &'static str {
+    v.as_str()
+}
+
+fn check_votes(step: &Value, report: Option<&ironlock::Report>, ctx: &str) {
+    let Some(expected) = step.get("expect_votes").and_then(Value::as_object) else {
+        return;
+    };
+    let report = report.unwrap_or_else(|| panic!("{ctx}: no report"));
+    for (vote, n) in expected {
+        let got = report
+            .nodes
+            .iter()
+            .filter(|r| vote_name(r.vote) == vote)
+            .count();
+        assert_eq!(
+            got as u64,
+            n.as_u64().unwrap(),
+            "{ctx}: votes {vote} in {report}"
+        );
+    }
+}
+
+fn expand(v: &Value, locks: &HashMap<String, Lock>) -> Value {
+    match v.as_str() {
+        Some(s) if s.starts_with('$') => Value::String(locks[&s[1..]].token().to_owned()),
+        _ => v.clone(),
+    }
+}
+
+async fn run(path: PathBuf) {
+    let text = std::fs::read_to_string(&path).unwrap();
+    let sc: Value = serde_json::from_str(&text).unwrap();
+    let name = sc["name"].as_str().unwrap().to_owned();
+    let mut cluster = common::cluster(sc["nodes"].as_u64().unwrap() as usize);
+    let manager = LockManager::new(settings(cluster.urls(), &sc["settings"]))
+        .await
+        .unwrap();
+    let mut locks: HashMap<String, Lock> = HashMap::new();
+    for (i, step) in sc["steps"].as_array().unwrap().iter().enumerate() {
+        let op = step["op"].as_str().unwrap();
+        let ctx = format!("{name} step {i} ({op})");
+        let node = || step["node"].as_u64().unwrap() as usize;
+        match op {
+            "acquire" => {
+                let resources: Vec<String> = step["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.as_str().unwrap().to_owned())
+                    .collect();
+                let o = &step["options"];
+                let options = AcquireOptions {
+                    wait: o.get("wait_ms").map(ms),
+                    retry_count: o.get("retry_count").map(|v| v.as_u64().unwrap() as u32),
+                    fencing: o.get("fencing").and_then(Value::as_bool).unwrap_or(false),
+                };
+                let r = manager
+                    .acquire_with(&resources, ms(&step["ttl_ms"]), options)
+                    .await;
+                let (got, report) = match &r {
+                    Ok(l) => ("ok".to_owned(), Some(l.report())),
+                    Err(e) => (e.kind().code().to_owned(), e.report().cloned()),
+                };
+                assert_eq!(got, step["expect"].as_str().unwrap(), "{ctx}: {r:?}");
+                check_votes(step, report.as_ref(), &ctx);
+                if let Ok(l) = r {
+                    locks.insert(step["as"].as_str().unwrap().to_owned(), l);
+                }
+            }
+            "extend" => {
+                let l = &locks[step["lock"].as_str().unwrap()];
+                let r = l.extend(ms(&step["ttl_ms"])).await;
+                assert_eq!(code(&r), step["expect"].as_str().unwrap(), "{ctx}: {r:?}");
+            }
+            "release" => {
+                let l = &locks[step["lock"].as_str().unwrap()];
+                let r = l.release().await;
+                assert_eq!(
+                    r.held,
+                    step["expect_held"].as_bool().unwrap(),
+                    "{ctx}: {}",
+                    r.report
+                );
+            }
+            "expect_valid" => {
+                let l = &locks[step["lock"].as_str().unwrap()];
+                assert_eq!(l.is_valid(), step["valid"].as_bool().unwrap(), "{ctx}");
+            }
+            "expect_fence" => {
+                let l = &locks[step["lock"].as_str().unwrap()];
+                assert_eq!(
+                    l.fence().is_some(),
+                    step["present"].as_bool().unwrap(),
+                    "{ctx}"
+                );
+            }
+            "expect_fence_increasing" => {
+                let fences: Vec<u64> = step["locks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| locks[n.as_str().unwrap()].fence().expect("fence"))
+                    .collect();
+                assert!(fences.windows(2).all(|w| w[0] < w[1]), "{ctx}: {fences:?}");
+            }
+            "redis" => {
+                let args: Vec<String> = step["args"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap().to_owned())
+                    .collect();
+                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+                let raw = cluster.command(node(), &refs).unwrap();
+                let got: Value =
+                    serde_json::from_str(&ironlock_harness::resp_to_json(&raw)).unwrap();
+                if let Some(exp) = step.get("expect") {
+                    assert_eq!(got, expand(exp, &locks), "{ctx}: {args:?}");
+                }
+                if let Some(gt) = step.get("expect_gt") {
+                    assert!(got.as_i64().unwrap() > gt.as_i64().unwrap(), "{ctx}: {got}");
+                }
+            }
+            "kill" => cluster.kill(node()).unwrap(),
+            "start" => cluster.start_node(node()).unwrap(),
+            "restart" => cluster.restart(node()).unwrap(),
+            "pause" => cluster.pause(node()).unwrap(),
+            "resume" => cluster.resume(node()).unwrap(),
+            "sleep" => tokio::time::sleep(ms(&step["ms"])).await,
+            other => panic!("{ctx}: unknown op {other}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_corpus_scenario_passes() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 20, "corpus has {} scenarios", files.len());
+    // Scenarios are independent (own nodes): run them concurrently to keep the suite short.
+    let handles: Vec<_> = files.into_iter().map(|f| tokio::spawn(run(f))).collect();
+    for h in handles {
+        h.await.unwrap();
+    }
+}
