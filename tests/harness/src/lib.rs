@@ -74,14 +74,9 @@ impl Node {
         self.paused = false;
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Some(c) = self.child.as_mut() {
-                if let Ok(Some(status)) = c.try_wait() {
-                    self.child = None;
-                    return Err(format!(
-                        "redis-server on port {} exited: {status}",
-                        self.port
-                    ));
-                }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                self.child = None;
+                return Err(format!("redis-server on port {} exited: {status}", self.port));
             }
             if ping(self.port) {
                 return Ok(());

@@ -1,0 +1,1 @@
+//! C ABI over the ironlock core (being written).
