@@ -174,6 +174,12 @@ impl Config {
         if self.nodes.is_empty() {
             return Err(Error::invalid("nodes: the node list is empty"));
         }
+        if self.nodes.len() > 64 {
+            return Err(Error::invalid(format!(
+                "nodes: at most 64 nodes are supported, got {}",
+                self.nodes.len()
+            )));
+        }
         if !(self.drift_factor >= 0.0 && self.drift_factor < 0.5) {
             return Err(Error::invalid(format!(
                 "drift_factor: must be in [0, 0.5), got {}",

@@ -263,10 +263,13 @@ impl LockManager {
             request: request.clone(),
             armed: true,
         };
-        let mut watch = None;
+        let mut watch: Option<crate::notify::Watch> = None;
         let mut round_no = 0u32;
         loop {
             round_no += 1;
+            if let Some(w) = &watch {
+                w.waiter.reset();
+            }
             let err = match self.acquire_round(&request, &resources, round_no).await {
                 Ok(lock) => {
                     guard.armed = false;
@@ -301,7 +304,7 @@ impl LockManager {
                         return Err(err);
                     }
                 }
-                _ = w.notify.notified() => w.record_wakeup(),
+                _ = w.waiter.notify.notified() => w.record_wakeup(),
             }
         }
     }

@@ -13,10 +13,36 @@ use tokio::task::AbortHandle;
 
 use crate::node::Node;
 
+/// One waiter: woken once releases were announced by a quorum of distinct nodes (a release
+/// runs on every node at once; waking at the first announcement would retry while the other
+/// nodes still hold the key).
+pub(crate) struct Waiter {
+    id: u64,
+    quorum: u32,
+    /// Bit i set: node i announced a release since the last reset.
+    seen: AtomicU64,
+    pub(crate) notify: Notify,
+}
+
+impl Waiter {
+    fn announce(&self, node: usize) {
+        let bit = 1u64 << node;
+        let before = self.seen.fetch_or(bit, Ordering::AcqRel);
+        if before & bit == 0 && (before | bit).count_ones() == self.quorum {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Forgets announcements seen so far (called before each round).
+    pub(crate) fn reset(&self) {
+        self.seen.store(0, Ordering::Release);
+    }
+}
+
 #[derive(Default)]
 struct Channels {
-    /// channel -> waiters (id, their notify)
-    waiters: HashMap<String, Vec<(u64, Arc<Notify>)>>,
+    /// channel -> its waiters
+    waiters: HashMap<String, Vec<Arc<Waiter>>>,
     next_id: u64,
 }
 
@@ -32,9 +58,8 @@ pub(crate) struct Notifier {
 /// A waiter's registration; unsubscribes when dropped.
 pub(crate) struct Watch {
     notifier: Arc<Notifier>,
-    id: u64,
     channels: Vec<String>,
-    pub(crate) notify: Arc<Notify>,
+    pub(crate) waiter: Arc<Waiter>,
 }
 
 impl Notifier {
@@ -55,20 +80,24 @@ impl Notifier {
     /// Registers interest in releases of `channels` and subscribes on every node in the
     /// background (the caller does not wait for the subscriptions).
     pub(crate) fn watch(self: &Arc<Self>, channels: Vec<String>) -> Watch {
-        let notify = Arc::new(Notify::new());
         let mut fresh = Vec::new();
-        let id = {
+        let waiter = {
             let mut ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
             ch.next_id += 1;
-            let id = ch.next_id;
+            let waiter = Arc::new(Waiter {
+                id: ch.next_id,
+                quorum: crate::quorum::quorum(self.nodes.len()) as u32,
+                seen: AtomicU64::new(0),
+                notify: Notify::new(),
+            });
             for c in &channels {
                 let list = ch.waiters.entry(c.clone()).or_default();
                 if list.is_empty() {
                     fresh.push(c.clone());
                 }
-                list.push((id, notify.clone()));
+                list.push(waiter.clone());
             }
-            id
+            waiter
         };
         if !fresh.is_empty() {
             let this = self.clone();
@@ -79,9 +108,8 @@ impl Notifier {
         }
         Watch {
             notifier: self.clone(),
-            id,
             channels,
-            notify,
+            waiter,
         }
     }
 
@@ -134,8 +162,8 @@ impl Notifier {
                 let name = msg.get_channel_name();
                 let ch = channels.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(list) = ch.waiters.get(name) {
-                    for (_, n) in list {
-                        n.notify_one();
+                    for w in list {
+                        w.announce(i);
                     }
                 }
             }
@@ -176,7 +204,7 @@ impl Drop for Watch {
                 .unwrap_or_else(|p| p.into_inner());
             for c in &self.channels {
                 if let Some(list) = ch.waiters.get_mut(c) {
-                    list.retain(|(id, _)| *id != self.id);
+                    list.retain(|w| w.id != self.waiter.id);
                     if list.is_empty() {
                         ch.waiters.remove(c);
                         gone.push(c.clone());

@@ -1,0 +1,392 @@
+//! The core against real redis-server nodes: quorum, faults, contention, fencing, wake-ups,
+//! auto-extension and cancellation.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{SEC, cluster, config, manager, ms, unique};
+use ironlock::{AcquireOptions, ErrorKind, LockManager, Vote};
+
+async fn redis_conn(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn happy_path_n1_n3_n5() {
+    for n in [1, 3, 5] {
+        let c = cluster(n);
+        let m = manager(&c).await;
+        assert_eq!(m.quorum(), n / 2 + 1);
+        let r = unique("happy");
+        let lock = m.acquire(&[&r], 5 * SEC).await.unwrap();
+        assert!(lock.is_valid());
+        let v = lock.validity();
+        assert!(v > ms(4800) && v < 5 * SEC, "validity {v:?}");
+        assert_eq!(lock.token().len(), 40);
+        assert_eq!(
+            lock.report().count(Vote::For) + lock.report().count(Vote::Pending),
+            n
+        );
+        for url in c.urls() {
+            let got: Option<String> = redis::cmd("GET")
+                .arg(&r)
+                .query_async(&mut redis_conn(&url).await)
+                .await
+                .unwrap();
+            assert_eq!(got.as_deref(), Some(lock.token()));
+        }
+        let rel = lock.release().await;
+        assert!(rel.held);
+        assert_eq!(rel.deleted_on, n);
+        assert!(!lock.is_valid());
+    }
+}
+
+#[tokio::test]
+async fn minority_down_is_granted_majority_down_is_unavailable_after_all_rounds() {
+    let mut c = cluster(5);
+    let m = LockManager::new(
+        config(&c)
+            .retry_count(3)
+            .retry_delay(ms(10))
+            .retry_jitter(ms(2)),
+    )
+    .await
+    .unwrap();
+    c.kill(0).unwrap();
+    c.kill(1).unwrap();
+    let lock = m.acquire(&[unique("minority")], 5 * SEC).await.unwrap();
+    assert!(lock.release().await.held);
+    c.kill(2).unwrap();
+    let err = m.acquire(&[unique("majority")], 5 * SEC).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    let report = err.report().unwrap();
+    assert_eq!(report.rounds, 4, "retry_count 3 = 4 rounds: {report}");
+    assert!(report.count(Vote::Error) >= 3, "{report}");
+}
+
+#[tokio::test]
+async fn a_paused_node_times_out_instead_of_hanging() {
+    let mut c = cluster(3);
+    let m = LockManager::new(config(&c).node_timeout(ms(100)).retry_count(0))
+        .await
+        .unwrap();
+    c.pause(0).unwrap();
+    c.pause(1).unwrap();
+    let started = Instant::now();
+    let err = m.acquire(&[unique("paused")], 5 * SEC).await.unwrap_err();
+    let took = started.elapsed();
+    c.resume(0).unwrap();
+    c.resume(1).unwrap();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    let report = err.report().unwrap();
+    assert_eq!(report.count(Vote::Timeout), 2, "{report}");
+    assert_eq!(report.count(Vote::For), 1, "{report}");
+    // Bounded by node_timeout plus the rollback's node_timeout, not by the stopped nodes.
+    assert!(took < SEC, "round took {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_tasks_keep_a_shared_counter_exact() {
+    let c = cluster(3);
+    let referee = cluster(1);
+    let m = LockManager::new(
+        config(&c)
+            .retry_count(10_000)
+            .retry_delay(ms(20))
+            .retry_jitter(ms(10)),
+    )
+    .await
+    .unwrap();
+    let resource = unique("counter");
+    let counter_key = unique("counter-value");
+    let referee_url = referee.urls()[0].clone();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (m, resource, key, url) = (
+            m.clone(),
+            resource.clone(),
+            counter_key.clone(),
+            referee_url.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut conn = redis_conn(&url).await;
+            for _ in 0..200 {
+                let lock = m.acquire(&[&resource], 2 * SEC).await.expect("acquire");
+                // Read-modify-write in two round trips: any overlap of holders loses an update.
+                let v: Option<u64> = redis::cmd("GET")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                tokio::task::yield_now().await;
+                let _: () = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(v.unwrap_or(0) + 1)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                assert!(lock.is_valid(), "critical section outlived validity");
+                assert!(lock.release().await.held);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut conn = redis_conn(&referee_url).await;
+    let v: u64 = redis::cmd("GET")
+        .arg(&counter_key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(v, 1600);
+    assert!(
+        m.stats().wakeups > 0,
+        "waiters should be woken by releases: {:?}",
+        m.stats()
+    );
+}
+
+#[tokio::test]
+async fn fencing_tokens_strictly_increase_across_two_managers() {
+    let c = cluster(3);
+    let a = manager(&c).await;
+    let b = manager(&c).await;
+    let r = unique("fence");
+    let mut last = 0u64;
+    for i in 0..1000 {
+        let m = if i % 2 == 0 { &a } else { &b };
+        let lock = m
+            .acquire_with(&[&r], 5 * SEC, AcquireOptions::default().fencing(true))
+            .await
+            .unwrap();
+        let f = lock.fence().expect("fence");
+        assert!(f > last, "fence {f} after {last}");
+        last = f;
+        assert!(lock.release().await.held);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_a_waiter_before_its_retry_delay() {
+    let c = cluster(3);
+    let holder = manager(&c).await;
+    let waiter = LockManager::new(
+        config(&c)
+            .retry_delay(ms(4000))
+            .retry_jitter(ms(0))
+            .retry_count(1),
+    )
+    .await
+    .unwrap();
+    let r = unique("wake");
+    let lock = holder.acquire(&[&r], 10 * SEC).await.unwrap();
+    let w = {
+        let (waiter, r) = (waiter.clone(), r.clone());
+        tokio::spawn(async move { waiter.acquire(&[&r], 5 * SEC).await })
+    };
+    // Let the waiter fail its first round and subscribe.
+    tokio::time::sleep(ms(300)).await;
+    assert_eq!(waiter.stats().wakeups, 0);
+    assert!(lock.release().await.held);
+    let got = w.await.unwrap().expect("woken waiter acquires");
+    assert_eq!(waiter.stats().wakeups, 1, "{:?}", waiter.stats());
+    assert_eq!(got.report().rounds, 2);
+    got.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn using_keeps_the_lock_alive_and_signals_loss() {
+    let c = cluster(3);
+    let m = manager(&c).await;
+    let r = unique("using");
+    // Alive across 3 × ttl.
+    let out = m
+        .using(&[&r], ms(500), |lock| async move {
+            tokio::time::sleep(ms(1500)).await;
+            assert!(lock.is_valid());
+            lock.extensions()
+        })
+        .await
+        .unwrap();
+    assert!(out >= 3, "extended {out} times");
+    // Keys deleted behind its back: lost() resolves well before the work would end.
+    let urls = c.urls();
+    let r2 = r.clone();
+    let err = m
+        .using(&[&r], ms(600), |lock| async move {
+            for url in &urls {
+                let _: () = redis::cmd("DEL")
+                    .arg(&r2)
+                    .query_async(&mut redis_conn(url).await)
+                    .await
+                    .unwrap();
+            }
+            let started = Instant::now();
+            tokio::select! {
+                _ = lock.lost() => {}
+                _ = tokio::time::sleep(5 * SEC) => panic!("loss not signalled"),
+            }
+            assert!(
+                started.elapsed() < ms(700),
+                "signalled after {:?}",
+                started.elapsed()
+            );
+            assert!(lock.is_lost());
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Lost);
+}
+
+#[tokio::test]
+async fn a_cancelled_acquire_leaves_no_key_behind() {
+    let mut c = cluster(3);
+    let m = LockManager::new(config(&c).node_timeout(ms(300)))
+        .await
+        .unwrap();
+    let r = unique("cancel");
+    c.pause(2).unwrap();
+    // Node 2 is stopped, so the round cannot finish quickly; cancel it mid-flight.
+    let res = tokio::time::timeout(ms(30), m.acquire(&[&r], 5 * SEC)).await;
+    assert!(
+        res.is_err() || res.as_ref().is_ok_and(|r| r.is_ok()),
+        "{res:?}"
+    );
+    let granted_then_dropped = matches!(res, Ok(Ok(_)));
+    c.resume(2).unwrap();
+    tokio::time::sleep(ms(500)).await;
+    if !granted_then_dropped {
+        for url in c.urls() {
+            let n: u64 = redis::cmd("EXISTS")
+                .arg(&r)
+                .query_async(&mut redis_conn(&url).await)
+                .await
+                .unwrap();
+            assert_eq!(n, 0, "key left on {url}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_node_down_at_start_joins_when_it_comes_up() {
+    let mut c = cluster(3);
+    c.kill(0).unwrap();
+    c.kill(1).unwrap();
+    let m = LockManager::new(config(&c).retry_count(0))
+        .await
+        .expect("starts with nodes down");
+    assert_eq!(
+        m.acquire(&[unique("x")], 5 * SEC).await.unwrap_err().kind(),
+        ErrorKind::Unavailable
+    );
+    c.start_node(0).unwrap();
+    c.start_node(1).unwrap();
+    let deadline = Instant::now() + 5 * SEC;
+    let lock = loop {
+        match m.acquire(&[unique("y")], 5 * SEC).await {
+            Ok(l) => break l,
+            Err(e) if Instant::now() < deadline => {
+                assert_eq!(e.kind(), ErrorKind::Unavailable);
+                tokio::time::sleep(ms(50)).await;
+            }
+            Err(e) => panic!("never rejoined: {e}"),
+        }
+    };
+    lock.release().await;
+    assert!(m.node_status().iter().all(|s| s.connected));
+}
+
+#[tokio::test]
+async fn a_restarted_node_is_quarantined_and_reported() {
+    let mut c = cluster(3);
+    let m = LockManager::new(Config2::quarantined(&c)).await.unwrap();
+    // Fresh nodes: all quarantined for max_ttl + drift + 1 s.
+    let err = m.acquire(&[unique("q")], SEC).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    let report = err.report().unwrap();
+    assert!(
+        report.count(Vote::NotEligible) >= 2 && report.count(Vote::For) == 0,
+        "{err}"
+    );
+    assert!(
+        m.node_status()
+            .iter()
+            .all(|s| !s.eligible && s.quarantine_remaining > Duration::ZERO)
+    );
+    tokio::time::sleep(ms(2100)).await;
+    let lock = m
+        .acquire(&[unique("q")], SEC)
+        .await
+        .expect("eligible after the quarantine");
+    lock.release().await;
+    c.restart(1).unwrap();
+    let r = unique("q2");
+    // The first request notices the broken connection; the reconnect reads uptime 0.
+    if let Ok(probe) = m.acquire(&[unique("probe")], SEC).await {
+        probe.release().await;
+    }
+    tokio::time::sleep(ms(200)).await;
+    let st = &m.node_status()[1];
+    assert!(st.connected && !st.eligible, "{st:?}");
+    let lock = m
+        .acquire(&[&r], SEC)
+        .await
+        .expect("two eligible nodes are a quorum");
+    assert!(lock.report().count(Vote::NotEligible) <= 1);
+    lock.release().await;
+    assert!(m.node_status()[1].not_eligible >= 1);
+}
+
+struct Config2;
+impl Config2 {
+    fn quarantined(c: &common::Cluster) -> ironlock::Config {
+        // max_ttl 1 s: quarantine = 1 s + 12 ms drift + 1 s.
+        ironlock::Config::new(c.urls()).max_ttl(SEC).retry_count(0)
+    }
+}
+
+#[tokio::test]
+async fn extend_recomputes_validity_and_max_extensions_bounds_it() {
+    let c = cluster(3);
+    let m = LockManager::new(config(&c).max_extensions(Some(2)))
+        .await
+        .unwrap();
+    let lock = m.acquire(&[unique("ext")], SEC).await.unwrap();
+    lock.extend(5 * SEC).await.unwrap();
+    assert!(lock.validity() > 4 * SEC);
+    assert_eq!(lock.ttl(), 5 * SEC);
+    lock.extend(5 * SEC).await.unwrap();
+    let e = lock.extend(5 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.message().contains("max_extensions"));
+    lock.release().await;
+    assert_eq!(lock.extend(SEC).await.unwrap_err().kind(), ErrorKind::Lost);
+}
+
+#[tokio::test]
+async fn counters_track_votes() {
+    let c = cluster(3);
+    let m = manager(&c).await;
+    let r = unique("stats");
+    let a = m.acquire(&[&r], 5 * SEC).await.unwrap();
+    let e = m
+        .acquire_with(&[&r], 5 * SEC, AcquireOptions::try_once())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Contended);
+    a.release().await;
+    let s = m.stats();
+    assert_eq!((s.granted, s.rounds), (1, 2));
+    let against: u64 = m.node_status().iter().map(|n| n.votes_against).sum();
+    assert!(against >= 2, "{:?}", m.node_status());
+    let _ = Arc::new(AtomicU64::new(0)).load(Ordering::Relaxed);
+}
