@@ -1,0 +1,266 @@
+//! `ironlock_config`: a builder for the manager's settings (SPEC §4). Setters only record
+//! values; `ironlock_manager_new` validates them all through the core and names the first bad
+//! one, so the rules live in one place.
+
+use std::ffi::c_char;
+use std::time::Duration;
+
+use ironlock::Config;
+
+use crate::boundary::{call, guard};
+use crate::error::ironlock_status;
+use crate::handles::{arg_mut, arg_str, free, into_raw};
+
+type Edit = Box<dyn Fn(Config) -> Config + Send + Sync>;
+
+/// Settings for a manager: node URLs plus any setting changed from its default.
+///
+/// Ownership: create with `ironlock_config_new`, free with `ironlock_config_free`; a manager
+/// copies what it needs, so the config may be freed right after `ironlock_manager_new`.
+/// Thread safety: not thread-safe; use one config from one thread at a time.
+pub struct ironlock_config {
+    nodes: Vec<String>,
+    edits: Vec<Edit>,
+}
+
+impl ironlock_config {
+    /// The core configuration: defaults, then each setter call in order.
+    pub(crate) fn build(&self) -> Config {
+        self.edits
+            .iter()
+            .fold(Config::new(self.nodes.clone()), |c, edit| edit(c))
+    }
+}
+
+/// A new, empty configuration (no nodes, every setting at its default). NULL only if the
+/// library failed internally.
+#[unsafe(no_mangle)]
+pub extern "C" fn ironlock_config_new() -> *mut ironlock_config {
+    guard(std::ptr::null_mut(), || {
+        into_raw(ironlock_config {
+            nodes: Vec::new(),
+            edits: Vec::new(),
+        })
+    })
+}
+
+/// Frees a configuration. NULL is a no-op.
+///
+/// # Safety
+/// `config` is NULL or came from `ironlock_config_new` and was not freed before.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_free(config: *mut ironlock_config) {
+    // SAFETY: forwarded caller contract.
+    guard((), || unsafe { free(config) })
+}
+
+/// Appends a node URL: `redis://[user:password@]host:port[/db]`, `rediss://` (TLS) or
+/// `unix://path`. Parsed (and checked for duplicates) by `ironlock_manager_new`.
+///
+/// # Safety
+/// `config` is NULL or a live config; `url` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_add_node(
+    config: *mut ironlock_config,
+    url: *const c_char,
+) -> ironlock_status {
+    call(|| {
+        // SAFETY: forwarded caller contract.
+        let config = unsafe { arg_mut(config, "config") }?;
+        let url = unsafe { arg_str(url, "url") }?;
+        config.nodes.push(url.to_owned());
+        Ok(())
+    })
+}
+
+/// Records one setting change.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+unsafe fn edit(
+    config: *mut ironlock_config,
+    change: impl Fn(Config) -> Config + Send + Sync + 'static,
+) -> ironlock_status {
+    call(|| {
+        // SAFETY: forwarded caller contract.
+        let config = unsafe { arg_mut(config, "config") }?;
+        config.edits.push(Box::new(change));
+        Ok(())
+    })
+}
+
+fn ms(value: u64) -> Duration {
+    Duration::from_millis(value)
+}
+
+/// Further rounds after the first (0 = try once). Default 10.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_retry_count(
+    config: *mut ironlock_config,
+    retry_count: u32,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.retry_count(retry_count)) }
+}
+
+/// Mean pause between rounds, in milliseconds. Default 200.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_retry_delay_ms(
+    config: *mut ironlock_config,
+    retry_delay_ms: u64,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.retry_delay(ms(retry_delay_ms))) }
+}
+
+/// Uniform ± spread of the pause, in milliseconds. Default 100.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_retry_jitter_ms(
+    config: *mut ironlock_config,
+    retry_jitter_ms: u64,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.retry_jitter(ms(retry_jitter_ms))) }
+}
+
+/// Clock drift allowance per unit of ttl, in [0, 0.5) (checked by `ironlock_manager_new`).
+/// Default 0.01.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_drift_factor(
+    config: *mut ironlock_config,
+    drift_factor: f64,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.drift_factor(drift_factor)) }
+}
+
+/// Fixed clock drift allowance, in milliseconds. Default 2.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_drift_constant_ms(
+    config: *mut ironlock_config,
+    drift_constant_ms: u64,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.drift_constant(ms(drift_constant_ms))) }
+}
+
+/// Per-node request timeout, in milliseconds (must be positive). Default 50.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_node_timeout_ms(
+    config: *mut ironlock_config,
+    node_timeout_ms: u64,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.node_timeout(ms(node_timeout_ms))) }
+}
+
+/// Per-node connection timeout, in milliseconds (must be positive). Default 1000.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_connect_timeout_ms(
+    config: *mut ironlock_config,
+    connect_timeout_ms: u64,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.connect_timeout(ms(connect_timeout_ms))) }
+}
+
+/// Largest ttl any acquire or extend may ask for, and the restart quarantine length, in
+/// milliseconds (positive, at most 2^32 - 1 seconds). Default 60000.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_max_ttl_ms(
+    config: *mut ironlock_config,
+    max_ttl_ms: u64,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.max_ttl(ms(max_ttl_ms))) }
+}
+
+/// Keep restarted nodes out of the quorum for max_ttl + drift + 1 s. Default true; switch off
+/// only for nodes that persist with `appendfsync always`.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_restart_quarantine(
+    config: *mut ironlock_config,
+    restart_quarantine: bool,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.restart_quarantine(restart_quarantine)) }
+}
+
+/// Prepended to every resource name to form the Redis key (UTF-8). Default empty.
+///
+/// # Safety
+/// `config` is NULL or a live config; `key_prefix` is NULL or a NUL-terminated string (copied).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_key_prefix(
+    config: *mut ironlock_config,
+    key_prefix: *const c_char,
+) -> ironlock_status {
+    call(|| {
+        // SAFETY: forwarded caller contract.
+        let config = unsafe { arg_mut(config, "config") }?;
+        let prefix = unsafe { arg_str(key_prefix, "key_prefix") }?.to_owned();
+        config
+            .edits
+            .push(Box::new(move |c| c.key_prefix(prefix.clone())));
+        Ok(())
+    })
+}
+
+/// A grant needs validity above this, in milliseconds (below max_ttl). Default 0.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_min_validity_ms(
+    config: *mut ironlock_config,
+    min_validity_ms: u64,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.min_validity(ms(min_validity_ms))) }
+}
+
+/// How often one lock may be extended. Default unlimited.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_max_extensions(
+    config: *mut ironlock_config,
+    max_extensions: u32,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.max_extensions(Some(max_extensions))) }
+}
+
+/// Auto-extension extends when the remaining validity falls below this, in milliseconds
+/// (positive, below max_ttl). Default: one third of the lock's ttl.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_extension_threshold_ms(
+    config: *mut ironlock_config,
+    extension_threshold_ms: u64,
+) -> ironlock_status {
+    unsafe {
+        edit(config, move |c| {
+            c.extension_threshold(Some(ms(extension_threshold_ms)))
+        })
+    }
+}

@@ -1,0 +1,170 @@
+//! `ironlock_manager`: a core `LockManager` plus the runtime it lives on; blocking acquire.
+
+use std::ffi::c_char;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ironlock::{AcquireOptions, LockManager, Result};
+
+use crate::boundary::{call, guard, invalid};
+use crate::config::ironlock_config;
+use crate::error::ironlock_status;
+use crate::handles::{arg_out, arg_ref, free, into_raw, resources as resource_list};
+use crate::lock::ironlock_lock;
+use crate::report;
+use crate::runtime::Runtime;
+
+/// A lock manager connected to N Redis nodes. It owns a small runtime (2 worker threads) that
+/// runs its connections and the background work of its locks.
+///
+/// Ownership: create with `ironlock_manager_new`, free with `ironlock_manager_free`. Locks it
+/// granted stay usable after the manager is freed (they keep the runtime alive).
+/// Thread safety: thread-safe. Any number of threads may call `ironlock_acquire` on one
+/// manager at once; only `ironlock_manager_free` needs that no other call on it is running.
+pub struct ironlock_manager {
+    manager: Option<LockManager>,
+    rt: Arc<Runtime>,
+}
+
+impl ironlock_manager {
+    fn manager(&self) -> &LockManager {
+        self.manager.as_ref().expect("the manager lives until drop")
+    }
+}
+
+impl Drop for ironlock_manager {
+    fn drop(&mut self) {
+        // Background tasks are aborted inside the runtime that owns them; no Redis traffic.
+        let _inside = self.rt.enter();
+        self.manager.take();
+    }
+}
+
+/// Options of one acquire. Zero-initialise for the defaults
+/// (`ironlock_acquire_options opts = {0};`), or pass NULL.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ironlock_acquire_options {
+    /// Keep retrying until this many milliseconds have passed, however many rounds that takes
+    /// (no round starts after the deadline). 0 = no deadline: the manager's retry_count rounds.
+    pub wait_ms: u64,
+    /// Overrides the manager's retry_count for this call when `has_retry_count` is true.
+    pub retry_count: u32,
+    /// Use `retry_count` instead of the manager's setting.
+    pub has_retry_count: bool,
+    /// One round only (try-lock); same as `has_retry_count` with `retry_count` 0.
+    pub single_attempt: bool,
+    /// Compute a fencing token (read it with `ironlock_lock_fence`).
+    pub fencing: bool,
+}
+
+impl ironlock_acquire_options {
+    fn to_core(self) -> Result<AcquireOptions> {
+        if self.single_attempt && self.has_retry_count && self.retry_count != 0 {
+            return Err(invalid(
+                "opts: single_attempt contradicts a non-zero retry_count",
+            ));
+        }
+        let retry_count = if self.single_attempt {
+            Some(0)
+        } else {
+            self.has_retry_count.then_some(self.retry_count)
+        };
+        Ok(AcquireOptions {
+            wait: (self.wait_ms > 0).then(|| Duration::from_millis(self.wait_ms)),
+            retry_count,
+            fencing: self.fencing,
+        })
+    }
+}
+
+/// Validates `config` (naming the first bad setting or node), starts the runtime and connects
+/// to every node at once (each bounded by connect_timeout). A node that is down does not stop
+/// the manager from starting; it counts as a failing voter until it reconnects. On success
+/// writes the new manager to `*out`; on failure leaves `*out` untouched.
+///
+/// # Safety
+/// `config` is NULL or a live config; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_manager_new(
+    config: *const ironlock_config,
+    out: *mut *mut ironlock_manager,
+) -> ironlock_status {
+    call(|| {
+        // SAFETY: forwarded caller contract.
+        let config = unsafe { arg_ref(config, "config") }?.build();
+        let out = arg_out(out, "out")?;
+        let rt = Runtime::new()?;
+        let manager = rt.block_on(LockManager::new(config))??;
+        let handle = into_raw(ironlock_manager {
+            manager: Some(manager),
+            rt,
+        });
+        // SAFETY: checked non-NULL above; written only on success.
+        unsafe { out.write(handle) };
+        Ok(())
+    })
+}
+
+/// Frees a manager: stops its background tasks and, once no lock it granted is left, its
+/// runtime. Does not release any lock and sends nothing to Redis. NULL is a no-op.
+///
+/// # Safety
+/// `manager` is NULL or came from `ironlock_manager_new`, was not freed before, and no other
+/// thread is using it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_manager_free(manager: *mut ironlock_manager) {
+    // SAFETY: forwarded caller contract.
+    guard((), || unsafe { free(manager) })
+}
+
+/// Acquires all of `resources` (n_resources NUL-terminated UTF-8 names), or none, for
+/// `ttl_ms` milliseconds, retrying as the manager's settings and `opts` (NULL = defaults) say.
+/// Blocks the calling thread. Every argument is checked before any Redis traffic. On success
+/// writes the new lock to `*out`; on failure leaves it untouched. Either way the per-node
+/// report of the last round is readable through `ironlock_last_report_*`.
+///
+/// Returns IRONLOCK_CONTENDED when the lock is held elsewhere, IRONLOCK_UNAVAILABLE when no
+/// quorum answered in time, IRONLOCK_INVALID_ARGUMENT for bad input.
+///
+/// # Safety
+/// `manager` is NULL or a live manager; `resources` is NULL or points to `n_resources`
+/// pointers, each NULL or a NUL-terminated string; `opts` is NULL or readable; `out` is NULL
+/// or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_acquire(
+    manager: *mut ironlock_manager,
+    resources: *const *const c_char,
+    n_resources: usize,
+    ttl_ms: u64,
+    opts: *const ironlock_acquire_options,
+    out: *mut *mut ironlock_lock,
+) -> ironlock_status {
+    call(|| {
+        report::set(None);
+        // SAFETY: forwarded caller contract.
+        let m = unsafe { arg_ref(manager.cast_const(), "manager") }?;
+        let names = unsafe { resource_list(resources, n_resources) }?;
+        let options = match unsafe { opts.as_ref() } {
+            Some(o) => o.to_core()?,
+            None => AcquireOptions::default(),
+        };
+        let out = arg_out(out, "out")?;
+        let ttl = Duration::from_millis(ttl_ms);
+        let result =
+            m.rt.block_on(m.manager().acquire_with(&names, ttl, options))?;
+        match result {
+            Ok(lock) => {
+                report::set(Some(&lock.report()));
+                let handle = into_raw(ironlock_lock::new(lock, m.rt.clone()));
+                // SAFETY: checked non-NULL above; written only on success.
+                unsafe { out.write(handle) };
+                Ok(())
+            }
+            Err(e) => {
+                report::set(e.report());
+                Err(e)
+            }
+        }
+    })
+}
