@@ -1,0 +1,174 @@
+//! `NativeLock`: a granted core `Lock` as a JS class, its per-node report, and the hooks the JS
+//! layer uses for `using` (auto-extension and the lost-lock signal).
+
+use std::sync::Mutex;
+
+use ironlock::{KeepAlive, Lock, Report};
+use napi::bindgen_prelude::{BigInt, PromiseRaw, within_runtime_if_available};
+use napi::{Env, Result};
+use napi_derive::napi;
+
+use crate::error::{code, encode, to_napi};
+use crate::settings::millis;
+
+/// One node's part in the last round.
+#[napi(object)]
+pub struct NodeReportObject {
+    /// Node URL with any password replaced by `***`.
+    pub url: String,
+    /// `for`, `against`, `error`, `timeout`, `not_eligible` or `pending`.
+    pub vote: String,
+    /// The error text for `error` and `timeout` votes.
+    pub error: Option<String>,
+}
+
+/// What a release did.
+#[napi(object)]
+pub struct ReleaseResult {
+    /// A quorum still held the keys with this lock's token and deleted them.
+    pub held: bool,
+    /// Nodes on which keys were deleted.
+    pub deleted_on: u32,
+    /// The per-node report.
+    pub report: Vec<NodeReportObject>,
+}
+
+fn report_objects(r: &Report) -> Vec<NodeReportObject> {
+    r.nodes
+        .iter()
+        .map(|n| NodeReportObject {
+            url: n.url.clone(),
+            vote: n.vote.as_str().to_owned(),
+            error: n.error.clone(),
+        })
+        .collect()
+}
+
+/// A lock granted by a quorum. Dropping it does not release it.
+#[napi]
+pub struct NativeLock {
+    lock: Lock,
+    keeper: Mutex<Option<KeepAlive>>,
+}
+
+impl NativeLock {
+    pub(crate) fn new(lock: Lock) -> Self {
+        NativeLock {
+            lock,
+            keeper: Mutex::new(None),
+        }
+    }
+
+    fn keeper(&self) -> std::sync::MutexGuard<'_, Option<KeepAlive>> {
+        self.keeper.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[napi]
+impl NativeLock {
+    /// The resource names, as given.
+    #[napi(getter)]
+    pub fn resources(&self) -> Vec<String> {
+        self.lock.resources().to_vec()
+    }
+
+    /// The random token stored as the value of every key.
+    #[napi(getter)]
+    pub fn value(&self) -> String {
+        self.lock.token().to_owned()
+    }
+
+    /// The fencing token, when acquired with `fencing: true`.
+    #[napi(getter)]
+    pub fn fence(&self) -> Option<BigInt> {
+        self.lock.fence().map(BigInt::from)
+    }
+
+    /// End of validity as epoch milliseconds (display only; validity is monotonic).
+    #[napi(getter)]
+    pub fn expiration(&self) -> f64 {
+        self.lock.expiration_unix_ms() as f64
+    }
+
+    /// Remaining validity in whole milliseconds; 0 once lost, released or expired.
+    #[napi(getter)]
+    pub fn validity_ms(&self) -> f64 {
+        self.lock.validity().as_millis() as f64
+    }
+
+    /// True while neither lost nor released and validity remains.
+    #[napi]
+    pub fn is_valid(&self) -> bool {
+        self.lock.is_valid()
+    }
+
+    /// True once the lock is known lost.
+    #[napi]
+    pub fn is_lost(&self) -> bool {
+        self.lock.is_lost()
+    }
+
+    /// The per-node report of the last operation on this lock.
+    #[napi(getter)]
+    pub fn report(&self) -> Vec<NodeReportObject> {
+        report_objects(&self.lock.report())
+    }
+
+    /// Extends every key to `ttl_ms` from now on a quorum.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn extend<'env>(&self, env: &'env Env, ttl_ms: f64) -> Result<PromiseRaw<'env, ()>> {
+        let ttl = millis("durationMs", ttl_ms)?;
+        let lock = self.lock.clone();
+        env.spawn_future(async move { lock.extend(ttl).await.map_err(to_napi) })
+    }
+
+    /// Deletes the keys that still hold this lock's token; never rejects for a lost lock.
+    #[napi(ts_return_type = "Promise<ReleaseResult>")]
+    pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ReleaseResult>> {
+        self.keeper().take();
+        let lock = self.lock.clone();
+        env.spawn_future(async move {
+            let r = lock.release().await;
+            Ok(ReleaseResult {
+                held: r.held,
+                deleted_on: r.deleted_on as u32,
+                report: report_objects(&r.report),
+            })
+        })
+    }
+
+    /// Starts the core's auto-extension (stopped by `stopKeepAlive`, `release`, or loss).
+    #[napi]
+    pub fn keep_alive(&self) {
+        let keeper = within_runtime_if_available(|| self.lock.keep_alive());
+        *self.keeper() = Some(keeper);
+    }
+
+    /// Stops auto-extension.
+    #[napi]
+    pub fn stop_keep_alive(&self) {
+        if let Some(k) = self.keeper().take() {
+            k.stop();
+        }
+    }
+
+    /// Resolves when the lock is lost, with the encoded LOST error (the envelope string) that
+    /// says why, or with `null` once it was released.
+    #[napi(ts_return_type = "Promise<string | null>")]
+    pub fn wait_lost<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Option<String>>> {
+        let lock = self.lock.clone();
+        env.spawn_future(async move {
+            lock.lost().await;
+            if lock.is_released() && !lock.is_lost() {
+                return Ok(None);
+            }
+            let report = lock.report();
+            let message = format!(
+                "lock on {:?} lost: auto-extension could not keep it (last round: {report})",
+                lock.resources()
+            );
+            let e = encode(code(ironlock::ErrorKind::Lost), &message, Some(&report));
+            Ok(Some(e.reason))
+        })
+    }
+}

@@ -1,0 +1,131 @@
+//! `NativeManager`: the core `LockManager` behind a JS class, and the cancellation token that
+//! lets an `AbortSignal` stop a waiting acquire.
+
+use std::task::{Context, Poll, Waker};
+
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+use ironlock::LockManager;
+use napi::bindgen_prelude::{PromiseRaw, spawn, within_runtime_if_available};
+use napi::{Env, Result};
+use napi_derive::napi;
+use tokio::sync::watch;
+
+use crate::error::{ABORTED, encode, to_napi};
+use crate::lock::NativeLock;
+use crate::settings::{AcquireOptions, Settings, millis};
+
+type Connecting = Shared<BoxFuture<'static, ironlock::Result<LockManager>>>;
+
+/// A lock manager over N Redis nodes. Construction validates synchronously and connects in the
+/// background; every operation waits for the connection attempt first.
+#[napi]
+pub struct NativeManager {
+    manager: Connecting,
+}
+
+#[napi]
+impl NativeManager {
+    /// Validates `nodes` and `settings` (throwing INVALID_ARGUMENT or CONNECTION at once) and
+    /// starts connecting to every node without blocking the event loop.
+    #[napi(constructor)]
+    pub fn new(nodes: Vec<String>, settings: Option<Settings>) -> Result<Self> {
+        let config = settings.unwrap_or_default().into_config(nodes)?;
+        let mut connecting: BoxFuture<'static, _> = Box::pin(LockManager::new(config));
+        // The core validates before its first await, so one poll (inside the runtime, with a
+        // no-op waker) surfaces bad input synchronously; the rest runs as a task that the
+        // runtime drives (re-polling registers the real waker).
+        let first = within_runtime_if_available(|| {
+            connecting
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+        });
+        let manager = match first {
+            Poll::Ready(Err(e)) => return Err(to_napi(e)),
+            Poll::Ready(Ok(m)) => futures_util::future::ready(Ok(m)).boxed().shared(),
+            Poll::Pending => {
+                let shared = connecting.shared();
+                let driver = shared.clone();
+                spawn(async move {
+                    let _ = driver.await;
+                });
+                shared
+            }
+        };
+        Ok(NativeManager { manager })
+    }
+
+    /// Acquires `resources` for `ttl_ms`; rejects with CONTENDED / UNAVAILABLE / … or, when
+    /// `cancel` fires first, with ABORTED (any key already set is released in the background).
+    #[napi(ts_return_type = "Promise<NativeLock>")]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        resources: Vec<String>,
+        ttl_ms: f64,
+        options: Option<AcquireOptions>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<PromiseRaw<'env, NativeLock>> {
+        let ttl = millis("durationMs", ttl_ms)?;
+        let options = options.unwrap_or_default().into_core()?;
+        let cancelled = cancel.map(|c| c.tx.subscribe());
+        let manager = self.manager.clone();
+        env.spawn_future(async move {
+            let manager = manager.await.map_err(to_napi)?;
+            let acquire = manager.acquire_with(&resources, ttl, options);
+            let result = match cancelled {
+                None => acquire.await,
+                Some(rx) => tokio::select! {
+                    r = acquire => r,
+                    () = until_cancelled(rx) => {
+                        return Err(encode(ABORTED, "the acquire was aborted", None));
+                    }
+                },
+            };
+            result.map(NativeLock::new).map_err(to_napi)
+        })
+    }
+
+    /// Stops the manager's background tasks; later operations reject with UNAVAILABLE. Locks
+    /// already granted are not released.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        let manager = self.manager.clone();
+        env.spawn_future(async move {
+            if let Ok(m) = manager.await {
+                m.close();
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Resolves when the token is cancelled; never when it is dropped uncancelled.
+async fn until_cancelled(mut rx: watch::Receiver<bool>) {
+    if rx.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Cancels the acquire it was passed to (the JS layer calls `cancel()` on `abort`).
+#[napi]
+pub struct CancelToken {
+    tx: watch::Sender<bool>,
+}
+
+#[napi]
+impl CancelToken {
+    /// A token that is not cancelled yet.
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        CancelToken {
+            tx: watch::channel(false).0,
+        }
+    }
+
+    /// Cancels every acquire this token was passed to. Idempotent.
+    #[napi]
+    pub fn cancel(&self) {
+        self.tx.send_replace(true);
+    }
+}

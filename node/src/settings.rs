@@ -1,0 +1,131 @@
+//! SPEC §4 settings and per-acquire options as JS objects (camelCase, integer milliseconds), and
+//! their conversion to the core's types. Range checks are the core's; this file only converts
+//! numbers, naming the argument when a number is not a valid count or duration.
+
+use std::time::Duration;
+
+use ironlock::{Config, duration_from_millis_f64};
+use napi_derive::napi;
+
+use crate::error::{invalid, to_napi};
+
+/// Manager settings; every field is optional and defaults as in the core.
+#[napi(object)]
+#[derive(Default)]
+pub struct Settings {
+    /// Further rounds after the first (0 = try once). Default 10.
+    pub retry_count: Option<f64>,
+    /// Mean pause between rounds, ms. Default 200.
+    pub retry_delay: Option<f64>,
+    /// Uniform ± spread of the pause, ms. Default 100.
+    pub retry_jitter: Option<f64>,
+    /// Drift allowance per unit of ttl, in [0, 0.5). Default 0.01.
+    pub drift_factor: Option<f64>,
+    /// Fixed drift allowance, ms. Default 2.
+    pub drift_constant: Option<f64>,
+    /// Per-node request timeout, ms. Default 50.
+    pub node_timeout: Option<f64>,
+    /// Per-node connection timeout, ms. Default 1000.
+    pub connect_timeout: Option<f64>,
+    /// Largest ttl allowed and the restart quarantine, ms. Default 60000.
+    pub max_ttl: Option<f64>,
+    /// Keep restarted nodes out of the quorum. Default true.
+    pub restart_quarantine: Option<bool>,
+    /// Prepended to every resource name to form the Redis key. Default "".
+    pub key_prefix: Option<String>,
+    /// A grant needs validity above this, ms. Default 0.
+    pub min_validity: Option<f64>,
+    /// How often one lock may be extended. Default unlimited.
+    pub max_extensions: Option<f64>,
+    /// Auto-extension extends when remaining validity falls below this, ms. Default ttl / 3.
+    pub extension_threshold: Option<f64>,
+}
+
+/// Options of one acquire.
+#[napi(object)]
+#[derive(Default)]
+pub struct AcquireOptions {
+    /// Keep retrying until this many ms have passed (instead of `retryCount` rounds).
+    pub wait: Option<f64>,
+    /// Compute a fencing token.
+    pub fencing: Option<bool>,
+    /// Overrides the manager's `retryCount` for this call (0 = one round).
+    pub retry_count: Option<f64>,
+}
+
+/// A non-negative integer count that fits in u32.
+pub fn count(name: &str, v: f64) -> napi::Result<u32> {
+    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= u32::MAX as f64 {
+        Ok(v as u32)
+    } else {
+        Err(invalid(format!(
+            "{name}: must be a non-negative integer below 2^32, got {v}"
+        )))
+    }
+}
+
+/// Integer milliseconds → `Duration`, through the core's shared check.
+pub fn millis(name: &str, v: f64) -> napi::Result<Duration> {
+    duration_from_millis_f64(name, v).map_err(to_napi)
+}
+
+impl Settings {
+    /// Builds the core configuration; the core validates ranges when the manager starts.
+    pub fn into_config(self, nodes: Vec<String>) -> napi::Result<Config> {
+        let mut c = Config::new(nodes);
+        if let Some(v) = self.retry_count {
+            c = c.retry_count(count("settings.retryCount", v)?);
+        }
+        if let Some(v) = self.retry_delay {
+            c = c.retry_delay(millis("settings.retryDelay", v)?);
+        }
+        if let Some(v) = self.retry_jitter {
+            c = c.retry_jitter(millis("settings.retryJitter", v)?);
+        }
+        if let Some(v) = self.drift_factor {
+            c = c.drift_factor(v);
+        }
+        if let Some(v) = self.drift_constant {
+            c = c.drift_constant(millis("settings.driftConstant", v)?);
+        }
+        if let Some(v) = self.node_timeout {
+            c = c.node_timeout(millis("settings.nodeTimeout", v)?);
+        }
+        if let Some(v) = self.connect_timeout {
+            c = c.connect_timeout(millis("settings.connectTimeout", v)?);
+        }
+        if let Some(v) = self.max_ttl {
+            c = c.max_ttl(millis("settings.maxTtl", v)?);
+        }
+        if let Some(v) = self.restart_quarantine {
+            c = c.restart_quarantine(v);
+        }
+        if let Some(v) = self.key_prefix {
+            c = c.key_prefix(v);
+        }
+        if let Some(v) = self.min_validity {
+            c = c.min_validity(millis("settings.minValidity", v)?);
+        }
+        if let Some(v) = self.max_extensions {
+            c = c.max_extensions(Some(count("settings.maxExtensions", v)?));
+        }
+        if let Some(v) = self.extension_threshold {
+            c = c.extension_threshold(Some(millis("settings.extensionThreshold", v)?));
+        }
+        Ok(c)
+    }
+}
+
+impl AcquireOptions {
+    /// The core's options.
+    pub fn into_core(self) -> napi::Result<ironlock::AcquireOptions> {
+        Ok(ironlock::AcquireOptions {
+            wait: self.wait.map(|v| millis("options.wait", v)).transpose()?,
+            retry_count: self
+                .retry_count
+                .map(|v| count("options.retryCount", v))
+                .transpose()?,
+            fencing: self.fencing.unwrap_or(false),
+        })
+    }
+}
