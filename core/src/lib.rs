@@ -48,3 +48,8 @@ pub use token::new_token;
 
 /// The crate version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The README's Rust examples, compiled as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
