@@ -44,9 +44,8 @@ export declare class NativeLock {
   /** Stops auto-extension. */
   stopKeepAlive(): void
   /**
-   * Resolves when the lock is lost — with the encoded LOST error (the envelope string) that
-   * says why — or with
-   * `null` once it was released.
+   * Resolves when the lock is lost, with the encoded LOST error (the envelope string) that
+   * says why, or with `null` once it was released.
    */
   waitLost(): Promise<string | null>
 }
@@ -66,6 +65,11 @@ export declare class NativeManager {
    * `cancel` fires first, with ABORTED (any key already set is released in the background).
    */
   acquire(resources: Array<string>, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): Promise<NativeLock>
+  /**
+   * Resolves once the first connection attempt to every node has finished (a node that is
+   * down does not fail it); rejects with CONNECTION when a host cannot be resolved.
+   */
+  ready(): Promise<void>
   /**
    * Stops the manager's background tasks; later operations reject with UNAVAILABLE. Locks
    * already granted are not released.

@@ -85,6 +85,14 @@ impl NativeManager {
         })
     }
 
+    /// Resolves once the first connection attempt to every node has finished (a node that is
+    /// down does not fail it); rejects with CONNECTION when a host cannot be resolved.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn ready<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        let manager = self.manager.clone();
+        env.spawn_future(async move { manager.await.map(|_| ()).map_err(to_napi) })
+    }
+
     /// Stops the manager's background tasks; later operations reject with UNAVAILABLE. Locks
     /// already granted are not released.
     #[napi(ts_return_type = "Promise<void>")]

@@ -1,0 +1,113 @@
+'use strict'
+// Type checks for values coming from JavaScript. Ranges (NaN, negative, fractional, too large,
+// empty, duplicate) are checked by the Rust core, which names the argument too.
+
+const { invalid } = require('./errors.js')
+
+function describe(v) {
+  if (v === null) return 'null'
+  if (Array.isArray(v)) return 'an array'
+  return typeof v === 'object' ? 'an object' : typeof v
+}
+
+function stringArray(name, v) {
+  if (!Array.isArray(v)) {
+    throw invalid(`${name}: expected an array of strings, got ${describe(v)}`)
+  }
+  v.forEach((s, i) => {
+    if (typeof s !== 'string') throw invalid(`${name}[${i}]: expected a string, got ${describe(s)}`)
+  })
+  return v
+}
+
+function number(name, v) {
+  if (typeof v !== 'number') {
+    throw invalid(`${name}: expected a number of milliseconds, got ${describe(v)}`)
+  }
+  return v
+}
+
+function boolean(name, v) {
+  if (typeof v !== 'boolean') throw invalid(`${name}: expected a boolean, got ${describe(v)}`)
+  return v
+}
+
+function string(name, v) {
+  if (typeof v !== 'string') throw invalid(`${name}: expected a string, got ${describe(v)}`)
+  return v
+}
+
+function plainObject(name, v) {
+  if (v === undefined || v === null) return {}
+  if (typeof v !== 'object' || Array.isArray(v)) {
+    throw invalid(`${name}: expected an object, got ${describe(v)}`)
+  }
+  return v
+}
+
+const SETTINGS = {
+  retryCount: number,
+  retryDelay: number,
+  retryJitter: number,
+  driftFactor: number,
+  driftConstant: number,
+  nodeTimeout: number,
+  connectTimeout: number,
+  maxTtl: number,
+  restartQuarantine: boolean,
+  keyPrefix: string,
+  minValidity: number,
+  maxExtensions: number,
+  extensionThreshold: number,
+}
+
+// node-redlock's names for the same settings.
+const ALIASES = { automaticExtensionThreshold: 'extensionThreshold' }
+
+/** Manager settings, type-checked, with unknown names rejected. */
+function settings(v) {
+  const out = {}
+  for (const [key, value] of Object.entries(plainObject('settings', v))) {
+    const name = ALIASES[key] ?? key
+    const check = SETTINGS[name]
+    if (!check) throw invalid(`settings.${key}: unknown setting`)
+    if (value === undefined) continue
+    // maxExtensions: null means unlimited (the default).
+    if (name === 'maxExtensions' && value === null) continue
+    out[name] = check(`settings.${key}`, value)
+  }
+  return out
+}
+
+const ACQUIRE = { wait: number, fencing: boolean, retryCount: number }
+
+/** Acquire options, type-checked; `signal` is split off. */
+function acquireOptions(v) {
+  const out = {}
+  let signal
+  for (const [key, value] of Object.entries(plainObject('options', v))) {
+    if (value === undefined) continue
+    if (key === 'signal') {
+      if (!(value instanceof AbortSignal)) {
+        throw invalid(`options.signal: expected an AbortSignal, got ${describe(value)}`)
+      }
+      signal = value
+      continue
+    }
+    const check = ACQUIRE[key]
+    if (!check) {
+      throw invalid(
+        `options.${key}: unknown acquire option (per-call options are wait, fencing, signal, retryCount; set others on the manager)`,
+      )
+    }
+    out[key] = check(`options.${key}`, value)
+  }
+  return { options: out, signal }
+}
+
+function func(name, v) {
+  if (typeof v !== 'function') throw invalid(`${name}: expected a function, got ${describe(v)}`)
+  return v
+}
+
+module.exports = { stringArray, number, settings, acquireOptions, func }

@@ -1,0 +1,149 @@
+// Runs every scenario of tests/corpus/scenarios/ with the same expectations as the Rust core.
+
+import { describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+import { LockManager } from '../lib/index.mjs'
+import { REPO, startCluster } from './harness.mjs'
+
+const DIR = path.join(REPO, 'tests/corpus/scenarios')
+const files = fs
+  .readdirSync(DIR)
+  .filter((f) => f.endsWith('.json'))
+  .sort()
+
+// snake_case setting names of the corpus → camelCase; `_ms` durations are integer ms already.
+function settings(s) {
+  const out = { restartQuarantine: false, retryCount: 0 }
+  for (const [k, v] of Object.entries(s ?? {})) {
+    const name = k.replace(/_ms$/, '').replace(/_([a-z])/g, (_, c) => c.toUpperCase())
+    out[name] = v
+  }
+  return out
+}
+
+const FIELDS = {
+  acquire: ['as', 'resources', 'ttl_ms', 'options', 'expect', 'expect_votes'],
+  extend: ['lock', 'ttl_ms', 'expect'],
+  release: ['lock', 'expect_held'],
+  expect_valid: ['lock', 'valid'],
+  expect_fence: ['lock', 'present'],
+  expect_fence_increasing: ['locks'],
+  redis: ['node', 'args', 'expect', 'expect_gt'],
+  kill: ['node'],
+  start: ['node'],
+  restart: ['node'],
+  pause: ['node'],
+  resume: ['node'],
+  sleep: ['ms'],
+}
+const OPTIONS = { retry_count: 'retryCount', wait_ms: 'wait', fencing: 'fencing' }
+
+function checkVotes(step, report, ctx) {
+  if (!step.expect_votes) return
+  assert.ok(Array.isArray(report) && report.length > 0, `${ctx}: no report`)
+  for (const [vote, n] of Object.entries(step.expect_votes)) {
+    const got = report.filter((r) => r.vote === vote).length
+    assert.equal(got, n, `${ctx}: votes ${vote} in ${JSON.stringify(report)}`)
+  }
+}
+
+async function run(sc) {
+  const cluster = await startCluster(sc.nodes)
+  const manager = await LockManager.connect(cluster.urls, settings(sc.settings))
+  const locks = {}
+  const expand = (v) => (typeof v === 'string' && v.startsWith('$') ? locks[v.slice(1)].value : v)
+  try {
+    for (const [i, step] of sc.steps.entries()) {
+      const { op } = step
+      const ctx = `${sc.name} step ${i} (${op})`
+      assert.ok(FIELDS[op], `${ctx}: unknown op`)
+      for (const k of Object.keys(step)) {
+        if (k !== 'op' && k !== 'why') assert.ok(FIELDS[op].includes(k), `${ctx}: unknown field ${k}`)
+      }
+      switch (op) {
+        case 'acquire': {
+          const options = {}
+          for (const [k, v] of Object.entries(step.options ?? {})) {
+            assert.ok(OPTIONS[k], `${ctx}: unknown option ${k}`)
+            options[OPTIONS[k]] = v
+          }
+          let got
+          let report
+          try {
+            const lock = await manager.acquire(step.resources, step.ttl_ms, options)
+            locks[step.as] = lock
+            got = 'ok'
+            report = lock.report
+          } catch (e) {
+            assert.ok(typeof e.code === 'string', `${ctx}: ${e.stack}`)
+            got = e.code
+            report = e.report
+          }
+          assert.equal(got, step.expect, ctx)
+          checkVotes(step, report, ctx)
+          break
+        }
+        case 'extend': {
+          let got = 'ok'
+          try {
+            await locks[step.lock].extend(step.ttl_ms)
+          } catch (e) {
+            got = e.code
+          }
+          assert.equal(got, step.expect, ctx)
+          break
+        }
+        case 'release': {
+          const r = await locks[step.lock].release()
+          assert.equal(r.held, step.expect_held, `${ctx}: ${JSON.stringify(r.report)}`)
+          break
+        }
+        case 'expect_valid':
+          assert.equal(locks[step.lock].isValid(), step.valid, ctx)
+          break
+        case 'expect_fence':
+          assert.equal(locks[step.lock].fence !== null, step.present, ctx)
+          if (step.present) assert.equal(typeof locks[step.lock].fence, 'bigint', ctx)
+          break
+        case 'expect_fence_increasing': {
+          const fences = step.locks.map((n) => locks[n].fence)
+          for (let j = 1; j < fences.length; j++) {
+            assert.ok(fences[j - 1] < fences[j], `${ctx}: ${fences}`)
+          }
+          break
+        }
+        case 'redis': {
+          const got = await cluster.cmd(step.node, ...step.args)
+          if ('expect' in step) assert.deepEqual(got, expand(step.expect), `${ctx}: ${step.args}`)
+          if ('expect_gt' in step) assert.ok(got > step.expect_gt, `${ctx}: ${got}`)
+          break
+        }
+        case 'kill':
+        case 'start':
+        case 'restart':
+        case 'pause':
+        case 'resume':
+          await cluster[op](step.node)
+          break
+        case 'sleep':
+          await sleep(step.ms)
+          break
+      }
+    }
+  } finally {
+    await manager.close()
+    await cluster.quit()
+  }
+}
+
+describe('shared corpus', { concurrency: 4 }, () => {
+  it('has every scenario', () => assert.ok(files.length >= 20, `${files.length} scenarios`))
+  for (const f of files) {
+    const sc = JSON.parse(fs.readFileSync(path.join(DIR, f), 'utf8'))
+    it(sc.name, { timeout: 60_000 }, () => run(sc))
+  }
+})
