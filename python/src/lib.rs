@@ -1,1 +1,26 @@
-//! Python bindings (being written).
+//! `ironlock._native`: the PyO3 module behind the `ironlock` Python package. Thin: arguments are
+//! converted (`convert`), one core call runs on the process's runtime (`runtime`), and results
+//! or errors (`error`) are converted back.
+
+mod convert;
+mod error;
+mod lock;
+mod manager;
+mod runtime;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", ironlock::VERSION)?;
+    m.add("SETTINGS", convert::SETTINGS.to_vec())?;
+    m.add_class::<manager::LockManager>()?;
+    m.add_class::<manager::AsyncLockManager>()?;
+    m.add_class::<lock::LockBase>()?;
+    m.add_class::<lock::Lock>()?;
+    m.add_class::<lock::AsyncLock>()?;
+    m.add_class::<lock::LostFlag>()?;
+    m.add_class::<lock::AsyncLostFlag>()?;
+    m.add_class::<lock::KeepAlive>()?;
+    Ok(())
+}

@@ -1,0 +1,100 @@
+"""ironlock: the Redlock distributed lock over N independent Redis masters, from one Rust core.
+
+    import ironlock
+
+    manager = ironlock.LockManager(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002",
+                                    "redis://127.0.0.1:7003"])
+    with manager.lock("invoice:42", ttl=10.0, wait=5.0) as lock:
+        ...  # keep the work shorter than lock.remaining
+
+Blocking calls release the GIL and honour Ctrl-C; ``AsyncLockManager`` offers the same as
+coroutines. See the README's "Python" section for the rules on threads, fork and errors.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, TypeVar
+
+from ._native import AsyncLock, AsyncLostFlag, KeepAlive, Lock, LockBase, LostFlag
+from ._native import __version__
+from ._sync import DistributedLock, LockManager, Resources
+from ._async import AsyncDistributedLock, AsyncLockManager
+from .exceptions import (
+    ArgumentTypeError,
+    ForkedLockError,
+    InternalError,
+    InvalidArgumentError,
+    IronlockConnectionError,
+    IronlockError,
+    LockContendedError,
+    LockLostError,
+    NodeReport,
+    QuorumUnavailableError,
+)
+
+__all__ = [
+    "__version__",
+    "LockManager",
+    "AsyncLockManager",
+    "DistributedLock",
+    "AsyncDistributedLock",
+    "Lock",
+    "AsyncLock",
+    "LockBase",
+    "LostFlag",
+    "AsyncLostFlag",
+    "KeepAlive",
+    "synchronize",
+    "NodeReport",
+    "IronlockError",
+    "LockContendedError",
+    "QuorumUnavailableError",
+    "LockLostError",
+    "InvalidArgumentError",
+    "ArgumentTypeError",
+    "ForkedLockError",
+    "IronlockConnectionError",
+    "InternalError",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def synchronize(
+    manager: LockManager | AsyncLockManager,
+    resources: Resources,
+    ttl: Any,
+    *,
+    wait: Any = None,
+    fencing: bool = False,
+) -> Callable[[F], F]:
+    """Decorator: run the function while holding the lock, extended in the background
+    (``manager.using``). Sync functions need a ``LockManager``, ``async def`` functions an
+    ``AsyncLockManager``; a call raises ``LockLostError`` if the lock was lost while it ran."""
+
+    def decorate(fn: F) -> F:
+        if inspect.iscoroutinefunction(fn):
+            if not isinstance(manager, AsyncLockManager):
+                raise TypeError("synchronize: an async function needs an AsyncLockManager")
+            amanager = manager
+
+            @functools.wraps(fn)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                async with amanager.using(resources, ttl, wait=wait, fencing=fencing):
+                    return await fn(*args, **kwargs)
+
+            return run_async  # type: ignore[return-value]
+        if not isinstance(manager, LockManager):
+            raise TypeError("synchronize: a plain function needs a LockManager")
+        smanager = manager
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with smanager.using(resources, ttl, wait=wait, fencing=fencing):
+                return fn(*args, **kwargs)
+
+        return run  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,136 @@
+"""The asyncio API: AsyncLockManager and the lock objects its ``lock()`` / ``using()`` return."""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Any, Optional, Type
+
+from . import _native
+from ._sync import Resources, _lost_error, _wait_for
+from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
+
+
+class AsyncDistributedLock:
+    """The asyncio twin of ``DistributedLock``: ``async with``, ``await acquire(...)``,
+    ``await release()``, ``await locked()``, ``owned()``."""
+
+    def __init__(
+        self,
+        manager: "AsyncLockManager",
+        resources: Resources,
+        ttl: Any,
+        *,
+        wait: Any = None,
+        fencing: bool = False,
+        auto_extend: bool = False,
+    ) -> None:
+        self._manager = manager
+        self._resources = resources
+        self._ttl = ttl
+        self._wait = wait
+        self._fencing = fencing
+        self._auto_extend = auto_extend
+        self._lock: Optional[_native.AsyncLock] = None
+        self._keeper: Optional[_native.KeepAlive] = None
+
+    async def _take(self, **how: Any) -> _native.AsyncLock:
+        lock = await self._manager.acquire(
+            self._resources, self._ttl, fencing=self._fencing, **how
+        )
+        self._keeper = lock.keep_alive() if self._auto_extend else None
+        self._lock = lock
+        return lock
+
+    async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """Takes the lock; False when it is held elsewhere or no quorum could be reached."""
+        try:
+            await self._take(**_wait_for(blocking, timeout, self._wait))
+        except (LockContendedError, QuorumUnavailableError):
+            return False
+        return True
+
+    async def release(self) -> None:
+        """Releases the lock; raises ``LockLostError`` if it had been lost before,
+        ``RuntimeError`` if not held."""
+        lock, keeper = self._lock, self._keeper
+        self._lock = self._keeper = None
+        if lock is None:
+            raise RuntimeError("release unlocked lock")
+        if keeper is not None:
+            keeper.stop()
+        still_valid = lock.valid
+        held = await lock.release()
+        if not (still_valid and held):
+            raise _lost_error(lock, held)
+
+    async def locked(self) -> bool:
+        """True if this object holds the lock, or a quorum of nodes hold a key of one of its
+        resources (for any owner)."""
+        if self.owned():
+            return True
+        names = [self._resources] if isinstance(self._resources, str) else self._resources
+        for name in names:
+            holders = await self._manager.inspect(name)
+            if sum(1 for h in holders if h["token"] is not None) >= self._manager.quorum:
+                return True
+        return False
+
+    def owned(self) -> bool:
+        """True while this object holds the lock and its validity lasts."""
+        lock = self._lock
+        return lock is not None and lock.valid
+
+    @property
+    def lock(self) -> Optional[_native.AsyncLock]:
+        """The held ``AsyncLock``, or None."""
+        return self._lock
+
+    async def __aenter__(self) -> _native.AsyncLock:
+        return await self._take(wait=self._wait)
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        try:
+            # Release even when the block was cancelled: shield the release itself.
+            await asyncio.shield(self.release())
+        except LockLostError:
+            if exc is None:
+                raise
+
+    def __repr__(self) -> str:
+        return (
+            f"<ironlock.AsyncDistributedLock resources={self._resources!r} ttl={self._ttl!r} "
+            f"owned={self.owned()}>"
+        )
+
+
+class AsyncLockManager(_native.AsyncLockManager):
+    """Takes Redlock locks over N independent Redis masters; every I/O method is a coroutine.
+
+    Same settings as ``LockManager``. The constructor validates the settings and connects
+    (nodes in parallel, each bounded by ``connect_timeout``)."""
+
+    def lock(
+        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False
+    ) -> AsyncDistributedLock:
+        """Use as ``async with manager.lock("name", ttl=10) as lock:``."""
+        return AsyncDistributedLock(self, resources, ttl, wait=wait, fencing=fencing)
+
+    def using(
+        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False
+    ) -> AsyncDistributedLock:
+        """Like ``lock()``, with background auto-extension while held."""
+        return AsyncDistributedLock(
+            self, resources, ttl, wait=wait, fencing=fencing, auto_extend=True
+        )
+
+    async def __aenter__(self) -> "AsyncLockManager":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,179 @@
+"""The blocking API: LockManager and the lock objects its ``lock()`` / ``using()`` return."""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import Any, Optional, Sequence, Type, Union
+
+from . import _native
+from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
+
+Resources = Union[str, Sequence[str]]
+
+
+def _lost_error(lock: Any, held: bool) -> LockLostError:
+    why = "its validity ran out" if held else "a quorum of nodes no longer held its token"
+    return LockLostError(
+        f"lock on {lock.resources!r} was lost before it was released: {why}",
+        report=lock.report,
+    )
+
+
+def _wait_for(blocking: bool, timeout: Optional[float], default: Any) -> dict:
+    """threading.Lock.acquire's (blocking, timeout) as acquire keywords."""
+    if not blocking:
+        if timeout is not None and timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        return {"retry_count": 0}
+    if timeout is None:
+        return {"wait": default}
+    if timeout == -1:
+        return {"retry_count": 2**32 - 1}
+    return {"wait": timeout}
+
+
+class DistributedLock:
+    """A distributed lock shaped like ``threading.Lock`` (and redis-py's ``Lock``).
+
+    ``with`` acquires (waiting up to ``wait`` seconds, or the manager's retry settings when
+    ``wait`` is None) and releases; leaving the block raises ``LockLostError`` if the lock was
+    lost meanwhile. ``acquire(blocking=True, timeout=None) -> bool`` returns False instead of
+    raising when the lock is held elsewhere or no quorum answered. With ``auto_extend`` (what
+    ``manager.using()`` returns) the lock is extended in the background while held, and
+    ``lock.lost`` is set the moment it is lost.
+
+    The object may be shared by threads like ``threading.Lock``: a second acquirer waits until
+    the holder releases. It is not reentrant.
+    """
+
+    def __init__(
+        self,
+        manager: "LockManager",
+        resources: Resources,
+        ttl: Any,
+        *,
+        wait: Any = None,
+        fencing: bool = False,
+        auto_extend: bool = False,
+    ) -> None:
+        self._manager = manager
+        self._resources = resources
+        self._ttl = ttl
+        self._wait = wait
+        self._fencing = fencing
+        self._auto_extend = auto_extend
+        self._guard = threading.Lock()
+        self._lock: Optional[_native.Lock] = None
+        self._keeper: Optional[_native.KeepAlive] = None
+
+    def _take(self, **how: Any) -> _native.Lock:
+        lock = self._manager.acquire(self._resources, self._ttl, fencing=self._fencing, **how)
+        keeper = lock.keep_alive() if self._auto_extend else None
+        with self._guard:
+            self._lock, self._keeper = lock, keeper
+        return lock
+
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """Takes the lock; False when it is held elsewhere or no quorum could be reached.
+
+        ``blocking=False`` tries once; ``timeout`` (seconds) bounds the wait, ``-1`` waits
+        without bound, None uses the ``wait`` given to ``manager.lock()``."""
+        try:
+            self._take(**_wait_for(blocking, timeout, self._wait))
+        except (LockContendedError, QuorumUnavailableError):
+            return False
+        return True
+
+    def release(self) -> None:
+        """Releases the lock; raises ``LockLostError`` if it had been lost before (its keys are
+        deleted wherever they still hold its token either way), ``RuntimeError`` if not held."""
+        with self._guard:
+            lock, keeper = self._lock, self._keeper
+            self._lock = self._keeper = None
+        if lock is None:
+            raise RuntimeError("release unlocked lock")
+        if keeper is not None:
+            keeper.stop()
+        still_valid = lock.valid
+        held = lock.release()
+        if not (still_valid and held):
+            raise _lost_error(lock, held)
+
+    def locked(self) -> bool:
+        """True if this object holds the lock, or a quorum of nodes hold a key of one of its
+        resources (for any owner)."""
+        if self.owned():
+            return True
+        names = [self._resources] if isinstance(self._resources, str) else self._resources
+        quorum = self._manager.quorum
+        for name in names:
+            holders = self._manager.inspect(name)
+            if sum(1 for h in holders if h["token"] is not None) >= quorum:
+                return True
+        return False
+
+    def owned(self) -> bool:
+        """True while this object holds the lock and its validity lasts."""
+        lock = self._lock
+        return lock is not None and lock.valid
+
+    @property
+    def lock(self) -> Optional[_native.Lock]:
+        """The held ``Lock`` (fence, token, remaining, lost, …), or None."""
+        return self._lock
+
+    def __enter__(self) -> _native.Lock:
+        return self._take(wait=self._wait)
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        try:
+            self.release()
+        except LockLostError:
+            if exc is None:
+                raise
+
+    def __repr__(self) -> str:
+        return (
+            f"<ironlock.DistributedLock resources={self._resources!r} ttl={self._ttl!r} "
+            f"owned={self.owned()}>"
+        )
+
+
+class LockManager(_native.LockManager):
+    """Takes Redlock locks over N independent Redis masters (blocking API).
+
+    ``LockManager(nodes, *, retry_count=10, retry_delay=0.2, retry_jitter=0.1,
+    drift_factor=0.01, drift_constant=0.002, node_timeout=0.05, connect_timeout=1.0,
+    max_ttl=60.0, restart_quarantine=True, key_prefix="", min_validity=0.0,
+    max_extensions=None, extension_threshold=None)`` — durations in float seconds or
+    ``datetime.timedelta``. The constructor connects to every node at once (a node that is down
+    does not stop it). Thread-safe; safe to use after ``os.fork()`` (the child reconnects).
+    """
+
+    def lock(
+        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False
+    ) -> DistributedLock:
+        """A ``threading.Lock``-like object; use as ``with manager.lock("name", ttl=10):``."""
+        return DistributedLock(self, resources, ttl, wait=wait, fencing=fencing)
+
+    def using(
+        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False
+    ) -> DistributedLock:
+        """Like ``lock()``, but the lock is extended in the background while held; its
+        ``lost`` flag is set the moment it is lost, and leaving the block then raises
+        ``LockLostError``."""
+        return DistributedLock(
+            self, resources, ttl, wait=wait, fencing=fencing, auto_extend=True
+        )
+
+    def __enter__(self) -> "LockManager":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

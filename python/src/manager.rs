@@ -1,0 +1,335 @@
+//! `LockManager` (blocking) and `AsyncLockManager` (asyncio) over one shared core.
+
+use std::sync::{Arc, Mutex};
+
+use ironlock::Config;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::convert;
+use crate::lock::{Flavor, Grant};
+use crate::runtime::{self, ProcessLocal, lock_ignoring_poison};
+
+/// The settings and, per process, the core manager built from them. After a `fork` the child
+/// builds its own core manager (own connections on its own runtime) on first use.
+struct Core {
+    config: Config,
+    current: Mutex<Option<ProcessLocal<ironlock::LockManager>>>,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl Core {
+    fn cached(&self) -> Option<ironlock::LockManager> {
+        lock_ignoring_poison(&self.current)
+            .as_ref()
+            .and_then(|m| m.get().cloned())
+    }
+
+    /// The core manager of this process.
+    async fn manager(self: Arc<Self>) -> ironlock::Result<ironlock::LockManager> {
+        if let Some(m) = self.cached() {
+            return Ok(m);
+        }
+        let built = ironlock::LockManager::new(self.config.clone()).await?;
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            built.close();
+        }
+        let mut slot = lock_ignoring_poison(&self.current);
+        if let Some(m) = slot.as_ref().and_then(|m| m.get()) {
+            return Ok(m.clone());
+        }
+        *slot = Some(ProcessLocal::new(built.clone()));
+        Ok(built)
+    }
+
+    fn close(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        if let Some(m) = self.cached() {
+            m.close();
+        }
+    }
+
+    fn redacted_nodes(&self) -> Vec<String> {
+        self.config
+            .nodes()
+            .iter()
+            .map(|u| ironlock::redact_url(u))
+            .collect()
+    }
+
+    fn repr(&self, py: Python<'_>, class: &str) -> PyResult<String> {
+        Ok(format!(
+            "{class}(nodes={}, quorum={})",
+            PyList::new(py, self.redacted_nodes())?.repr()?,
+            ironlock::quorum(self.config.nodes().len())
+        ))
+    }
+}
+
+/// Builds the core and connects (nodes in parallel, each bounded by `connect_timeout`).
+fn connect(
+    py: Python<'_>,
+    nodes: &Bound<'_, PyAny>,
+    settings: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Arc<Core>> {
+    let config = convert::config(nodes, settings)?;
+    let manager = runtime::block_on(py, {
+        let config = config.clone();
+        async move { ironlock::LockManager::new(config).await }
+    })?;
+    Ok(Arc::new(Core {
+        config,
+        current: Mutex::new(Some(ProcessLocal::new(manager))),
+        closed: std::sync::atomic::AtomicBool::new(false),
+    }))
+}
+
+/// One node's holder of a resource, as a dict.
+fn holders(py: Python<'_>, list: Vec<ironlock::Holder>) -> PyResult<Bound<'_, PyList>> {
+    let items = list
+        .into_iter()
+        .map(|h| {
+            let d = PyDict::new(py);
+            d.set_item("url", h.url)?;
+            d.set_item("token", h.token)?;
+            d.set_item("ttl", h.ttl.map(|t| t.as_secs_f64()))?;
+            d.set_item("error", h.error)?;
+            Ok(d)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, items)
+}
+
+struct AcquireCall {
+    resources: Vec<String>,
+    ttl: std::time::Duration,
+    options: ironlock::AcquireOptions,
+}
+
+impl AcquireCall {
+    fn parse(
+        resources: &Bound<'_, PyAny>,
+        ttl: &Bound<'_, PyAny>,
+        wait: Option<&Bound<'_, PyAny>>,
+        fencing: Option<&Bound<'_, PyAny>>,
+        retry_count: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(AcquireCall {
+            resources: convert::resources(resources)?,
+            ttl: convert::duration("ttl", ttl)?,
+            options: convert::acquire_options(wait, fencing, retry_count)?,
+        })
+    }
+
+    async fn run(self, core: Arc<Core>, flavor: Flavor) -> ironlock::Result<Grant> {
+        let m = core.manager().await?;
+        let lock = m
+            .acquire_with(&self.resources, self.ttl, self.options)
+            .await?;
+        Ok(Grant::new(lock, flavor))
+    }
+}
+
+async fn release_token(
+    core: Arc<Core>,
+    resources: Vec<String>,
+    token: String,
+) -> ironlock::Result<bool> {
+    let m = core.manager().await?;
+    Ok(m.release_token(&resources, &token).await?.held)
+}
+
+async fn inspect(core: Arc<Core>, resource: String) -> ironlock::Result<Vec<ironlock::Holder>> {
+    core.manager().await?.inspect(&resource).await
+}
+
+/// `inspect`'s answer, converted when the awaiting task receives it.
+struct Holders(Vec<ironlock::Holder>);
+
+impl<'py> IntoPyObject<'py> for Holders {
+    type Target = PyList;
+    type Output = Bound<'py, PyList>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        holders(py, self.0)
+    }
+}
+
+/// Takes Redlock locks over N independent Redis masters; blocking methods release the GIL.
+#[pyclass(subclass, frozen, module = "ironlock._native")]
+pub struct LockManager {
+    core: Arc<Core>,
+}
+
+#[pymethods]
+impl LockManager {
+    #[new]
+    #[pyo3(signature = (nodes, **settings))]
+    fn new(
+        py: Python<'_>,
+        nodes: &Bound<'_, PyAny>,
+        settings: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        Ok(LockManager {
+            core: connect(py, nodes, settings)?,
+        })
+    }
+
+    /// Acquires `resources` (a name or a list of names) for `ttl` seconds; raises on failure.
+    #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        resources: &Bound<'_, PyAny>,
+        ttl: &Bound<'_, PyAny>,
+        wait: Option<&Bound<'_, PyAny>>,
+        fencing: Option<&Bound<'_, PyAny>>,
+        retry_count: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let call = AcquireCall::parse(resources, ttl, wait, fencing, retry_count)?;
+        let core = self.core.clone();
+        runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
+    }
+
+    /// Deletes `resources` wherever they still hold `token` (a lock taken elsewhere).
+    fn release_token(
+        &self,
+        py: Python<'_>,
+        resources: &Bound<'_, PyAny>,
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let (resources, token) = (convert::resources(resources)?, convert::token(token)?);
+        runtime::block_on(py, release_token(self.core.clone(), resources, token))
+    }
+
+    /// Who holds `resource` on each node: a list of dicts (url, token, ttl, error).
+    fn inspect<'py>(
+        &self,
+        py: Python<'py>,
+        resource: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let resource = convert::resource(resource)?;
+        let list = runtime::block_on(py, inspect(self.core.clone(), resource))?;
+        holders(py, list)
+    }
+
+    /// Stops background tasks; later operations raise `QuorumUnavailableError`.
+    fn close(&self) {
+        self.core.close();
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.core.closed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Q = floor(N / 2) + 1.
+    #[getter]
+    fn quorum(&self) -> usize {
+        ironlock::quorum(self.core.config.nodes().len())
+    }
+
+    /// The node URLs with passwords replaced by `***`.
+    #[getter]
+    fn nodes(&self) -> Vec<String> {
+        self.core.redacted_nodes()
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        slf.get()
+            .core
+            .repr(slf.py(), &slf.get_type().name()?.to_string())
+    }
+}
+
+/// Takes Redlock locks over N independent Redis masters; methods are coroutines.
+#[pyclass(subclass, frozen, module = "ironlock._native")]
+pub struct AsyncLockManager {
+    core: Arc<Core>,
+}
+
+#[pymethods]
+impl AsyncLockManager {
+    #[new]
+    #[pyo3(signature = (nodes, **settings))]
+    fn new(
+        py: Python<'_>,
+        nodes: &Bound<'_, PyAny>,
+        settings: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        Ok(AsyncLockManager {
+            core: connect(py, nodes, settings)?,
+        })
+    }
+
+    /// Acquires `resources` (a name or a list of names) for `ttl` seconds; raises on failure.
+    /// Cancelling the awaiting task leaves no key behind.
+    #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None))]
+    fn acquire<'py>(
+        &self,
+        py: Python<'py>,
+        resources: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        wait: Option<&Bound<'py, PyAny>>,
+        fencing: Option<&Bound<'py, PyAny>>,
+        retry_count: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let call = AcquireCall::parse(resources, ttl, wait, fencing, retry_count)?;
+        runtime::awaitable(py, call.run(self.core.clone(), Flavor::Async))
+    }
+
+    /// Deletes `resources` wherever they still hold `token` (a lock taken elsewhere).
+    fn release_token<'py>(
+        &self,
+        py: Python<'py>,
+        resources: &Bound<'py, PyAny>,
+        token: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (resources, token) = (convert::resources(resources)?, convert::token(token)?);
+        runtime::awaitable(py, release_token(self.core.clone(), resources, token))
+    }
+
+    /// Who holds `resource` on each node: a list of dicts (url, token, ttl, error).
+    fn inspect<'py>(
+        &self,
+        py: Python<'py>,
+        resource: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let resource = convert::resource(resource)?;
+        let core = self.core.clone();
+        runtime::awaitable(
+            py,
+            async move { Ok(Holders(inspect(core, resource).await?)) },
+        )
+    }
+
+    /// Stops background tasks; later operations raise `QuorumUnavailableError`.
+    fn close(&self) {
+        self.core.close();
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.core.closed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Q = floor(N / 2) + 1.
+    #[getter]
+    fn quorum(&self) -> usize {
+        ironlock::quorum(self.core.config.nodes().len())
+    }
+
+    /// The node URLs with passwords replaced by `***`.
+    #[getter]
+    fn nodes(&self) -> Vec<String> {
+        self.core.redacted_nodes()
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        slf.get()
+            .core
+            .repr(slf.py(), &slf.get_type().name()?.to_string())
+    }
+}

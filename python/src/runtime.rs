@@ -1,0 +1,297 @@
+//! The one tokio runtime of this process and the two ways Python waits on it.
+//!
+//! The runtime is created lazily and recreated in a forked child (a child inherits the parent's
+//! memory but none of its threads). Everything tied to a runtime (core managers, locks, tasks)
+//! is wrapped in [`ProcessLocal`], so a child never drops or drives the parent's objects.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use ironlock::{Error, ErrorKind};
+use pyo3::IntoPyObjectExt;
+use pyo3::prelude::*;
+use pyo3_async_runtimes::TaskLocals;
+use pyo3_async_runtimes::generic::{ContextExt, Runtime as GenericRuntime};
+use tokio::runtime::{Handle, Runtime};
+
+use crate::error;
+
+/// How long a blocking call waits before it looks for a pending signal (Ctrl-C).
+pub(crate) const SLICE: Duration = Duration::from_millis(50);
+
+static RUNTIME: Mutex<Option<(u32, &'static Runtime)>> = Mutex::new(None);
+
+/// This process's id (`getpid`, not cached: it changes in a forked child).
+pub(crate) fn pid() -> u32 {
+    std::process::id()
+}
+
+pub(crate) fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The runtime of this process, created on first use and again after a fork.
+pub(crate) fn handle() -> Handle {
+    let me = pid();
+    let mut slot = lock_ignoring_poison(&RUNTIME);
+    if let Some((owner, rt)) = *slot
+        && owner == me
+    {
+        return rt.handle().clone();
+    }
+    // A runtime inherited through fork has no threads here: it is leaked, never dropped or used.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("ironlock-rt")
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("ironlock: cannot start the tokio runtime: {e}"));
+    let rt: &'static Runtime = Box::leak(Box::new(rt));
+    *slot = Some((me, rt));
+    rt.handle().clone()
+}
+
+/// A value that belongs to the process that created it. In a forked child it is never dropped
+/// (dropping would touch the parent's runtime, whose threads do not exist here): it is leaked.
+pub(crate) struct ProcessLocal<T> {
+    pid: u32,
+    value: Option<T>,
+}
+
+impl<T> ProcessLocal<T> {
+    pub(crate) fn new(value: T) -> Self {
+        ProcessLocal {
+            pid: pid(),
+            value: Some(value),
+        }
+    }
+
+    /// The value, unless this is another process than the one that created it.
+    pub(crate) fn get(&self) -> Option<&T> {
+        if self.pid == pid() {
+            self.value.as_ref()
+        } else {
+            None
+        }
+    }
+
+    /// The process that created the value.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The value regardless of the process (for reading plain data only).
+    pub(crate) fn any_process(&self) -> &T {
+        self.value
+            .as_ref()
+            .expect("ProcessLocal holds a value until dropped")
+    }
+
+    /// Takes the value out if this is the creating process.
+    pub(crate) fn take(&mut self) -> Option<T> {
+        if self.pid == pid() {
+            self.value.take()
+        } else {
+            None
+        }
+    }
+}
+
+impl<T> Drop for ProcessLocal<T> {
+    fn drop(&mut self) {
+        if self.pid != pid() {
+            std::mem::forget(self.value.take());
+        }
+    }
+}
+
+/// Runs `fut`, turning a panic into an `Internal` error instead of unwinding into Python.
+async fn guarded<T>(fut: impl Future<Output = ironlock::Result<T>>) -> ironlock::Result<T> {
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            Err(Error::new(
+                ErrorKind::Internal,
+                format!("ironlock panicked: {what}"),
+            ))
+        }
+    }
+}
+
+struct Slot<T> {
+    value: Option<ironlock::Result<T>>,
+    abandoned: bool,
+}
+
+/// Runs `fut` on the runtime and waits for it with the GIL released, looking for signals every
+/// [`SLICE`]. On `KeyboardInterrupt` (or any exception a signal handler raises) the task is
+/// aborted and the exception returned; a result that arrives anyway is dropped, and the types
+/// this crate returns release what they hold when dropped undelivered (see `lock::Grant`).
+pub(crate) fn block_on<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
+where
+    F: Future<Output = ironlock::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let shared = Arc::new((
+        Mutex::new(Slot {
+            value: None,
+            abandoned: false,
+        }),
+        Condvar::new(),
+    ));
+    let tx = shared.clone();
+    let task = handle().spawn(async move {
+        let out = guarded(fut).await;
+        let (m, cv) = &*tx;
+        let mut slot = lock_ignoring_poison(m);
+        if slot.abandoned {
+            drop(slot);
+            drop(out);
+            return;
+        }
+        slot.value = Some(out);
+        cv.notify_all();
+    });
+    let waited = py.detach(move || {
+        let (m, cv) = &*shared;
+        loop {
+            let mut slot = lock_ignoring_poison(m);
+            if let Some(v) = slot.value.take() {
+                return Ok(v);
+            }
+            let (mut slot, _) = cv
+                .wait_timeout(slot, SLICE)
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(v) = slot.value.take() {
+                return Ok(v);
+            }
+            drop(slot);
+            if let Err(e) = Python::attach(|py| py.check_signals()) {
+                let mut slot = lock_ignoring_poison(m);
+                slot.abandoned = true;
+                let late = slot.value.take();
+                drop(slot);
+                task.abort();
+                drop(late);
+                return Err(e);
+            }
+        }
+    });
+    match waited {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(error::to_pyerr(py, e)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Waits on a condition with the GIL released, in slices, so Ctrl-C stays responsive.
+/// `ready` is called with the GIL released; returns whether it became true before `timeout`.
+pub(crate) fn wait_interruptible(
+    py: Python<'_>,
+    timeout: Option<Duration>,
+    mut ready: impl FnMut(Duration) -> bool + Send,
+) -> PyResult<bool> {
+    let start = std::time::Instant::now();
+    py.detach(move || {
+        loop {
+            let slice = match timeout {
+                Some(t) => {
+                    let left = t.saturating_sub(start.elapsed());
+                    if left.is_zero() {
+                        return Ok(ready(Duration::ZERO));
+                    }
+                    left.min(SLICE)
+                }
+                None => SLICE,
+            };
+            if ready(slice) {
+                return Ok(true);
+            }
+            Python::attach(|py| py.check_signals())?;
+        }
+    })
+}
+
+/// The process's runtime as seen by pyo3-async-runtimes (which would otherwise keep its own,
+/// fork-unaware runtime).
+pub(crate) struct ForkSafe;
+
+tokio::task_local! {
+    static TASK_LOCALS: std::cell::OnceCell<TaskLocals>;
+}
+
+impl GenericRuntime for ForkSafe {
+    type JoinError = tokio::task::JoinError;
+    type JoinHandle = tokio::task::JoinHandle<()>;
+
+    fn spawn<F>(fut: F) -> Self::JoinHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        handle().spawn(fut)
+    }
+
+    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        handle().spawn_blocking(f)
+    }
+}
+
+impl ContextExt for ForkSafe {
+    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
+    where
+        F: Future<Output = R> + Send + 'static,
+    {
+        let cell = std::cell::OnceCell::new();
+        let _ = cell.set(locals);
+        Box::pin(TASK_LOCALS.scope(cell, fut))
+    }
+
+    fn get_task_locals() -> Option<TaskLocals> {
+        TASK_LOCALS
+            .try_with(|c| c.get().cloned())
+            .unwrap_or_default()
+    }
+}
+
+/// A result converted to Python only when pyo3-async-runtimes hands it over with the GIL held;
+/// an error becomes the mapped exception then. Dropped undelivered (the awaiting task was
+/// cancelled), its value is dropped too — see `lock::Grant` for what that releases.
+struct Deferred<T>(ironlock::Result<T>);
+
+impl<'py, T: IntoPyObject<'py>> IntoPyObject<'py> for Deferred<T> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.0 {
+            Ok(v) => v.into_bound_py_any(py),
+            Err(e) => Err(error::to_pyerr(py, e)),
+        }
+    }
+}
+
+/// Turns `fut` into an asyncio awaitable. Cancelling the awaitable drops `fut` on the runtime
+/// (the core's futures are cancel-safe).
+pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = ironlock::Result<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    pyo3_async_runtimes::generic::future_into_py::<ForkSafe, _, _>(py, async move {
+        Ok(Deferred(guarded(fut).await))
+    })
+}
