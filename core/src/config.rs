@@ -169,6 +169,12 @@ pub(crate) struct NodeSpec {
 }
 
 impl Config {
+    /// Checks every setting and parses every URL without connecting; names the first bad
+    /// argument. [`LockManager::new`](crate::LockManager::new) runs the same checks.
+    pub fn check(&self) -> Result<()> {
+        self.validate().map(drop)
+    }
+
     /// Checks every setting and parses every URL; names the first bad argument.
     pub(crate) fn validate(&self) -> Result<Vec<NodeSpec>> {
         if self.nodes.is_empty() {

@@ -366,7 +366,16 @@ impl LockManager {
         }
         let elapsed = decided_at - t1;
         let validity = quorum::validity(req.ttl, elapsed, drift);
-        if ok && validity.is_some_and(|v| v > config.min_validity) {
+        let validity_left = validity.is_some_and(|v| v > config.min_validity);
+        if ok
+            && quorum::classify(
+                shared.nodes.len(),
+                round.granted,
+                round.refused,
+                validity_left,
+            )
+            .is_ok()
+        {
             shared.granted.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(resources = ?resources, ?elapsed, "lock granted");
             let (lost_tx, _) = watch::channel(false);
@@ -401,18 +410,15 @@ impl LockManager {
         if !rollback.is_empty() {
             release_on(&rollback, &req.keys, &req.token).await;
         }
-        let (kind, why) = if round.refused > 0 {
-            (ErrorKind::Contended, "the lock is held elsewhere")
-        } else if ok || round.granted >= shared.quorum {
-            (
-                ErrorKind::Unavailable,
-                "the round took too long: no validity left",
-            )
+        let kind = quorum::classify(shared.nodes.len(), round.granted, round.refused, false)
+            .err()
+            .unwrap_or(ErrorKind::Unavailable);
+        let why = if round.granted >= shared.quorum {
+            "a quorum answered but no validity was left (or the fence write-back failed)"
+        } else if kind == ErrorKind::Contended {
+            "the lock is held elsewhere"
         } else {
-            (
-                ErrorKind::Unavailable,
-                "no quorum of eligible nodes answered",
-            )
+            "no quorum of eligible nodes answered"
         };
         tracing::debug!(resources = ?resources, round = round_no, %kind, "acquire round failed");
         Err(Error::new(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use std::pin::Pin;
 use std::task::Poll;
 
-use crate::error::{NodeReport, Report, Vote};
+use crate::error::{ErrorKind, NodeReport, Report, Vote};
 use crate::node::{Failure, Node};
 
 /// Q = floor(N / 2) + 1.
@@ -22,6 +22,28 @@ pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Dur
     ttl.checked_sub(elapsed)?
         .checked_sub(drift)
         .filter(|v| !v.is_zero())
+}
+
+/// The outcome of an acquire round (SPEC §5): granted iff a quorum of eligible nodes said yes
+/// and validity is left; otherwise Contended when any node said another token holds a key and
+/// no quorum was reached, else Unavailable (nodes down, timed out, quarantined, or too slow).
+pub fn classify(
+    nodes: usize,
+    granted: usize,
+    refused: usize,
+    validity_left: bool,
+) -> Result<(), ErrorKind> {
+    if granted >= quorum(nodes) {
+        if validity_left {
+            Ok(())
+        } else {
+            Err(ErrorKind::Unavailable)
+        }
+    } else if refused > 0 {
+        Err(ErrorKind::Contended)
+    } else {
+        Err(ErrorKind::Unavailable)
+    }
 }
 
 /// What a node answered, before eligibility is applied.
