@@ -21,18 +21,22 @@ static int check_passes = 0;
         }                                                                           \
     } while (0)
 
+static int check_contains(const char *text, const char *needle) {
+    return needle == NULL || strstr(text, needle) != NULL;
+}
+
 /* A call returns `expected` and, on failure, ironlock_last_error() contains `needle`. */
 #define CHECK_STATUS(call, expected, needle)                                               \
     do {                                                                                   \
         ironlock_status got_ = (call);                                                     \
         const char *err_ = ironlock_last_error();                                          \
-        if (got_ == (expected) && (!(needle) || strstr(err_, (needle)) != NULL)) {         \
+        if (got_ == (expected) && check_contains(err_, (needle))) {         \
             check_passes++;                                                                \
         } else {                                                                           \
             check_failures++;                                                              \
             fprintf(stderr, "%s:%d: %s returned %s, expected %s with \"%s\" (error: %s)\n", \
                     __FILE__, __LINE__, #call, ironlock_status_str(got_),                  \
-                    ironlock_status_str(expected), (needle) ? (needle) : "", err_);        \
+                    ironlock_status_str(expected), check_contains("", (needle)) ? "" : (needle), err_);        \
         }                                                                                  \
     } while (0)
 

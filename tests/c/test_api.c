@@ -1,0 +1,432 @@
+/* The C API against real nodes: happy path, contention, per-node reports, auto-extension and
+ * its callback contract, the panic boundary, every bad input of SPEC §6 (NULL pointers, zero
+ * lengths, non-UTF-8 bytes, out-of-range settings), out-parameters untouched on failure, and
+ * no key written by a rejected call. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "harness.h"
+#include "ironlock.h"
+
+_Static_assert(IRONLOCK_OK == 0, "status numbers are stable");
+_Static_assert(IRONLOCK_CONTENDED == 1, "status numbers are stable");
+_Static_assert(IRONLOCK_UNAVAILABLE == 2, "status numbers are stable");
+_Static_assert(IRONLOCK_LOST == 3, "status numbers are stable");
+_Static_assert(IRONLOCK_INVALID_ARGUMENT == 4, "status numbers are stable");
+_Static_assert(IRONLOCK_CONNECTION == 5, "status numbers are stable");
+_Static_assert(IRONLOCK_INTERNAL == 6, "status numbers are stable");
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* A resource name unique to this run (keys must not collide across runs). */
+static void unique(char *buf, size_t len, const char *what) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(buf, len, "c-test:%s:%ld:%ld", what, (long)ts.tv_sec, ts.tv_nsec);
+}
+
+static long long redis_int(harness *h, int node, const char *args) {
+    char command[512], reply[512];
+    snprintf(command, sizeof command, "cmd %d %s", node, args);
+    if (harness_send(h, command, reply, sizeof reply) != 0) return -1;
+    return strtoll(reply, NULL, 10);
+}
+
+static ironlock_config *config_for(const harness *h) {
+    ironlock_config *cfg = ironlock_config_new();
+    for (int i = 0; i < h->nodes; i++) CHECK(ironlock_config_add_node(cfg, h->urls[i]) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_restart_quarantine(cfg, false) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_retry_count(cfg, 0) == IRONLOCK_OK);
+    return cfg;
+}
+
+static void test_static_parts(void) {
+    char expected[64];
+    snprintf(expected, sizeof expected, "%d.%d.%d", IRONLOCK_VERSION_MAJOR, IRONLOCK_VERSION_MINOR,
+             IRONLOCK_VERSION_PATCH);
+    CHECK(strcmp(ironlock_version(), expected) == 0);
+    CHECK(strcmp(ironlock_status_str(IRONLOCK_OK), "OK") == 0);
+    CHECK(strcmp(ironlock_status_str(IRONLOCK_CONTENDED), "CONTENDED") == 0);
+    CHECK(strcmp(ironlock_status_str(IRONLOCK_UNAVAILABLE), "UNAVAILABLE") == 0);
+    CHECK(strcmp(ironlock_status_str(IRONLOCK_LOST), "LOST") == 0);
+    CHECK(strcmp(ironlock_status_str(IRONLOCK_INVALID_ARGUMENT), "INVALID_ARGUMENT") == 0);
+    CHECK(strcmp(ironlock_status_str(IRONLOCK_CONNECTION), "CONNECTION") == 0);
+    CHECK(strcmp(ironlock_status_str(IRONLOCK_INTERNAL), "INTERNAL") == 0);
+    CHECK(strcmp(ironlock_status_str(7), "UNKNOWN") == 0);
+    CHECK(strcmp(ironlock_status_str(-1), "UNKNOWN") == 0);
+    /* A panic inside the library becomes IRONLOCK_INTERNAL, never an abort. */
+    CHECK_STATUS(ironlock_debug_panic(), IRONLOCK_INTERNAL, "panic");
+    /* Every status call clears the last error first. */
+    ironlock_config *cfg = ironlock_config_new();
+    CHECK(cfg != NULL);
+    CHECK_STATUS(ironlock_config_set_retry_count(cfg, 1), IRONLOCK_OK, NULL);
+    CHECK(strcmp(ironlock_last_error(), "") == 0);
+    ironlock_config_free(cfg);
+    /* _free(NULL) is a no-op; NULL accessors give neutral values. */
+    ironlock_config_free(NULL);
+    ironlock_manager_free(NULL);
+    ironlock_lock_free(NULL);
+    CHECK(ironlock_lock_validity_ms(NULL) == 0);
+    CHECK(!ironlock_lock_is_valid(NULL));
+    CHECK(!ironlock_lock_is_lost(NULL));
+    CHECK(ironlock_lock_token(NULL) == NULL);
+    CHECK(ironlock_last_report_node_count() == 0);
+    CHECK(ironlock_last_report_node_url(0) == NULL);
+    CHECK(ironlock_last_report_node_vote(0) == NULL);
+    CHECK(ironlock_last_report_node_error(0) == NULL);
+}
+
+/* Settings out of range, bad URLs and NULLs: rejected before any connection, naming the
+ * argument; *out untouched. */
+static void test_bad_config(const harness *h) {
+    ironlock_manager *sentinel = (ironlock_manager *)&sentinel;
+    ironlock_manager *m = sentinel;
+    CHECK_STATUS(ironlock_config_add_node(NULL, h->urls[0]), IRONLOCK_INVALID_ARGUMENT, "config");
+    ironlock_config *cfg = ironlock_config_new();
+    CHECK_STATUS(ironlock_config_add_node(cfg, NULL), IRONLOCK_INVALID_ARGUMENT, "url");
+    CHECK_STATUS(ironlock_config_add_node(cfg, "redis://127.0.0.1:1\xff"), IRONLOCK_INVALID_ARGUMENT, "url: not valid UTF-8");
+    CHECK_STATUS(ironlock_config_set_key_prefix(cfg, NULL), IRONLOCK_INVALID_ARGUMENT, "key_prefix");
+    CHECK_STATUS(ironlock_config_set_key_prefix(cfg, "\xc3("), IRONLOCK_INVALID_ARGUMENT, "key_prefix");
+    CHECK_STATUS(ironlock_config_set_retry_count(NULL, 1), IRONLOCK_INVALID_ARGUMENT, "config");
+    CHECK_STATUS(ironlock_config_set_drift_factor(NULL, 0.1), IRONLOCK_INVALID_ARGUMENT, "config");
+    /* No nodes at all. */
+    CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_INVALID_ARGUMENT, "nodes");
+    CHECK(m == sentinel);
+    CHECK_STATUS(ironlock_manager_new(NULL, &m), IRONLOCK_INVALID_ARGUMENT, "config");
+    CHECK_STATUS(ironlock_manager_new(cfg, NULL), IRONLOCK_INVALID_ARGUMENT, "out");
+    ironlock_config_free(cfg);
+
+#define BAD_SETTING(setter_call, expected_status, needle_text)                   \
+    do {                                                                         \
+        ironlock_config *c_ = ironlock_config_new();                             \
+        CHECK(ironlock_config_add_node(c_, h->urls[0]) == IRONLOCK_OK);          \
+        CHECK(setter_call == IRONLOCK_OK);                                       \
+        m = sentinel;                                                            \
+        CHECK_STATUS(ironlock_manager_new(c_, &m), expected_status, needle_text); \
+        CHECK(m == sentinel);                                                    \
+        ironlock_config_free(c_);                                                \
+    } while (0)
+
+    BAD_SETTING(ironlock_config_set_drift_factor(c_, 0.5), IRONLOCK_INVALID_ARGUMENT, "drift_factor");
+    BAD_SETTING(ironlock_config_set_drift_factor(c_, -0.01), IRONLOCK_INVALID_ARGUMENT, "drift_factor");
+    BAD_SETTING(ironlock_config_set_drift_factor(c_, 0.0 / 0.0), IRONLOCK_INVALID_ARGUMENT, "drift_factor");
+    BAD_SETTING(ironlock_config_set_node_timeout_ms(c_, 0), IRONLOCK_INVALID_ARGUMENT, "node_timeout");
+    BAD_SETTING(ironlock_config_set_connect_timeout_ms(c_, 0), IRONLOCK_INVALID_ARGUMENT, "connect_timeout");
+    BAD_SETTING(ironlock_config_set_max_ttl_ms(c_, 0), IRONLOCK_INVALID_ARGUMENT, "max_ttl");
+    BAD_SETTING(ironlock_config_set_max_ttl_ms(c_, UINT64_MAX), IRONLOCK_INVALID_ARGUMENT, "max_ttl");
+    BAD_SETTING(ironlock_config_set_min_validity_ms(c_, 60000), IRONLOCK_INVALID_ARGUMENT, "min_validity");
+    BAD_SETTING(ironlock_config_set_extension_threshold_ms(c_, 0), IRONLOCK_INVALID_ARGUMENT, "extension_threshold");
+    BAD_SETTING(ironlock_config_add_node(c_, h->urls[0]), IRONLOCK_INVALID_ARGUMENT, "duplicate");
+    BAD_SETTING(ironlock_config_add_node(c_, "127.0.0.1:6379"), IRONLOCK_INVALID_ARGUMENT, "nodes[1]");
+    BAD_SETTING(ironlock_config_add_node(c_, ""), IRONLOCK_INVALID_ARGUMENT, "nodes[1]");
+    BAD_SETTING(ironlock_config_add_node(c_, "http://127.0.0.1:6379"), IRONLOCK_CONNECTION, "nodes[1]");
+#undef BAD_SETTING
+}
+
+/* Bad acquire / lock arguments: INVALID_ARGUMENT naming the argument, *out untouched, nothing
+ * written to Redis. */
+static void test_bad_acquire(harness *h, ironlock_manager *m) {
+    char r[128];
+    unique(r, sizeof r, "bad");
+    const char *one[] = {r};
+    const char *with_null[] = {r, NULL};
+    const char *non_utf8[] = {r, "bad\xff\xfe"};
+    const char *empty_name[] = {""};
+    const char *dup[] = {r, r};
+    ironlock_lock *sentinel = (ironlock_lock *)&sentinel;
+    ironlock_lock *out = sentinel;
+    ironlock_acquire_options contradictory = {0};
+    contradictory.single_attempt = true;
+    contradictory.has_retry_count = true;
+    contradictory.retry_count = 3;
+
+    CHECK_STATUS(ironlock_acquire(NULL, one, 1, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "manager");
+    CHECK_STATUS(ironlock_acquire(m, NULL, 1, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "resources: NULL");
+    CHECK_STATUS(ironlock_acquire(m, one, 0, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "n_resources");
+    CHECK_STATUS(ironlock_acquire(m, NULL, 0, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "n_resources");
+    CHECK_STATUS(ironlock_acquire(m, with_null, 2, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "resources[1]: NULL");
+    CHECK_STATUS(ironlock_acquire(m, non_utf8, 2, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "resources[1]: not valid UTF-8");
+    CHECK_STATUS(ironlock_acquire(m, empty_name, 1, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "resources[0]");
+    CHECK_STATUS(ironlock_acquire(m, dup, 2, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "resources[1]: duplicate");
+    CHECK_STATUS(ironlock_acquire(m, one, 1, 0, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "ttl");
+    CHECK_STATUS(ironlock_acquire(m, one, 1, 60001, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "max_ttl");
+    CHECK_STATUS(ironlock_acquire(m, one, 1, UINT64_MAX, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "ttl");
+    CHECK_STATUS(ironlock_acquire(m, one, 1, 1000, &contradictory, &out), IRONLOCK_INVALID_ARGUMENT, "single_attempt");
+    CHECK_STATUS(ironlock_acquire(m, one, 1, 1000, NULL, NULL), IRONLOCK_INVALID_ARGUMENT, "out");
+    CHECK(out == sentinel);
+    CHECK(ironlock_last_report_node_count() == 0);
+    /* None of that reached Redis. */
+    CHECK(redis_int(h, 0, "DBSIZE") == 0);
+
+    CHECK_STATUS(ironlock_extend(NULL, 1000), IRONLOCK_INVALID_ARGUMENT, "lock");
+    CHECK_STATUS(ironlock_release(NULL), IRONLOCK_INVALID_ARGUMENT, "lock");
+    bool held = true;
+    CHECK_STATUS(ironlock_release_held(NULL, &held), IRONLOCK_INVALID_ARGUMENT, "lock");
+    CHECK(held == true);
+    uint64_t fence = 7;
+    CHECK_STATUS(ironlock_lock_fence(NULL, &fence), IRONLOCK_INVALID_ARGUMENT, "lock");
+    CHECK(fence == 7);
+    CHECK_STATUS(ironlock_lock_report(NULL), IRONLOCK_INVALID_ARGUMENT, "lock");
+    CHECK_STATUS(ironlock_lock_auto_extend(NULL, NULL, NULL), IRONLOCK_INVALID_ARGUMENT, "lock");
+    CHECK_STATUS(ironlock_lock_stop_auto_extend(NULL), IRONLOCK_INVALID_ARGUMENT, "lock");
+
+    /* Lock-level bad arguments on a real lock. */
+    ironlock_lock *lock = NULL;
+    CHECK_STATUS(ironlock_acquire(m, one, 1, 5000, NULL, &lock), IRONLOCK_OK, NULL);
+    if (!lock) return;
+    CHECK_STATUS(ironlock_lock_fence(lock, NULL), IRONLOCK_INVALID_ARGUMENT, "fence");
+    CHECK_STATUS(ironlock_lock_fence(lock, &fence), IRONLOCK_INVALID_ARGUMENT, "without fencing");
+    CHECK(fence == 7);
+    CHECK_STATUS(ironlock_release_held(lock, NULL), IRONLOCK_INVALID_ARGUMENT, "held");
+    CHECK(ironlock_lock_is_valid(lock)); /* the refused release did nothing */
+    CHECK_STATUS(ironlock_extend(lock, 0), IRONLOCK_INVALID_ARGUMENT, "ttl");
+    CHECK_STATUS(ironlock_extend(lock, 60001), IRONLOCK_INVALID_ARGUMENT, "ttl");
+    CHECK_STATUS(ironlock_release(lock), IRONLOCK_OK, NULL);
+    ironlock_lock_free(lock);
+    CHECK(redis_int(h, 0, "DBSIZE") == 0);
+}
+
+static size_t count_votes(const char *vote) {
+    size_t n = 0;
+    for (size_t i = 0; i < ironlock_last_report_node_count(); i++) {
+        if (strcmp(ironlock_last_report_node_vote(i), vote) == 0) n++;
+    }
+    return n;
+}
+
+static void test_lifecycle(harness *h, ironlock_manager *m) {
+    char r1[128], r2[128];
+    unique(r1, sizeof r1, "life-a");
+    unique(r2, sizeof r2, "life-b");
+    const char *res[] = {r1, r2};
+    ironlock_acquire_options opts = {0};
+    opts.fencing = true;
+    ironlock_lock *lock = NULL;
+    CHECK_STATUS(ironlock_acquire(m, res, 2, 5000, &opts, &lock), IRONLOCK_OK, NULL);
+    if (!lock) return;
+    CHECK(strcmp(ironlock_last_error(), "") == 0);
+    CHECK(ironlock_last_report_node_count() == (size_t)h->nodes);
+    /* The outcome is decided at quorum; slower nodes may still be "pending". */
+    CHECK(count_votes("for") >= 2 && count_votes("for") + count_votes("pending") == (size_t)h->nodes);
+    CHECK(ironlock_last_report_rounds() == 1);
+    CHECK(ironlock_last_report_elapsed_us() > 0);
+    for (int i = 0; i < h->nodes; i++) {
+        CHECK(strcmp(ironlock_last_report_node_url((size_t)i), h->urls[i]) == 0 ||
+              strncmp(ironlock_last_report_node_url((size_t)i), h->urls[i], strlen(h->urls[i])) == 0);
+        CHECK(ironlock_last_report_node_error((size_t)i) == NULL);
+    }
+    CHECK(ironlock_last_report_node_url((size_t)h->nodes) == NULL);
+
+    const char *token = ironlock_lock_token(lock);
+    CHECK(token && strlen(token) == IRONLOCK_TOKEN_LEN && strspn(token, "0123456789abcdef") == IRONLOCK_TOKEN_LEN);
+    char command[512], reply[512];
+    snprintf(command, sizeof command, "cmd 0 GET %s", r1);
+    CHECK(harness_send(h, command, reply, sizeof reply) == 0);
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", token);
+    CHECK(strcmp(reply, quoted) == 0);
+
+    uint64_t fence = 0;
+    CHECK_STATUS(ironlock_lock_fence(lock, &fence), IRONLOCK_OK, NULL);
+    CHECK(fence > 1000000000000000ull); /* at least the unix time in microseconds */
+    uint64_t validity = ironlock_lock_validity_ms(lock);
+    CHECK(validity > 4000 && validity <= 5000);
+    CHECK(ironlock_lock_is_valid(lock));
+    CHECK(!ironlock_lock_is_lost(lock));
+
+    /* Contended: a second acquire of one of the resources fails, *out untouched. */
+    ironlock_lock *other = (ironlock_lock *)&other;
+    ironlock_acquire_options once = {0};
+    once.single_attempt = true;
+    const char *just_b[] = {r2};
+    CHECK_STATUS(ironlock_acquire(m, just_b, 1, 5000, &once, &other), IRONLOCK_CONTENDED, "held elsewhere");
+    CHECK(other == (ironlock_lock *)&other);
+    CHECK(count_votes("against") >= 2 && count_votes("against") + count_votes("pending") == (size_t)h->nodes);
+
+    CHECK_STATUS(ironlock_extend(lock, 8000), IRONLOCK_OK, NULL);
+    CHECK(ironlock_lock_validity_ms(lock) > 7000);
+    CHECK(count_votes("for") >= 2 && count_votes("for") + count_votes("pending") == (size_t)h->nodes);
+    snprintf(command, sizeof command, "PTTL %s", r2);
+    CHECK(redis_int(h, 0, command) > 7000);
+
+    /* The lock's own report, loaded into this thread's report. */
+    CHECK_STATUS(ironlock_release(NULL), IRONLOCK_INVALID_ARGUMENT, NULL);
+    CHECK(ironlock_last_report_node_count() == 0);
+    CHECK_STATUS(ironlock_lock_report(lock), IRONLOCK_OK, NULL);
+    CHECK(ironlock_last_report_node_count() == (size_t)h->nodes);
+
+    bool held = false;
+    CHECK_STATUS(ironlock_release_held(lock, &held), IRONLOCK_OK, NULL);
+    CHECK(held);
+    CHECK(!ironlock_lock_is_valid(lock));
+    CHECK(ironlock_lock_validity_ms(lock) == 0);
+    CHECK_STATUS(ironlock_extend(lock, 5000), IRONLOCK_LOST, "released");
+    CHECK_STATUS(ironlock_lock_auto_extend(lock, NULL, NULL), IRONLOCK_LOST, NULL);
+    /* A second release deletes nothing and says so, without failing. */
+    held = true;
+    CHECK_STATUS(ironlock_release_held(lock, &held), IRONLOCK_OK, NULL);
+    CHECK(!held);
+    ironlock_lock_free(lock);
+    snprintf(command, sizeof command, "EXISTS %s %s", r1, r2);
+    CHECK(redis_int(h, 0, command) == 0);
+}
+
+typedef struct {
+    atomic_int calls;
+    ironlock_lock *lock;
+    atomic_int blocking_status; /* what a blocking call inside the callback returned */
+} lost_state;
+
+static void on_lost(void *userdata) {
+    lost_state *st = userdata;
+    /* Allowed: non-blocking accessors. Refused: blocking calls (they would stall the runtime). */
+    atomic_store(&st->blocking_status, ironlock_extend(st->lock, 1000));
+    if (ironlock_lock_is_lost(st->lock)) atomic_fetch_add(&st->calls, 1);
+}
+
+static void test_auto_extend(harness *h, ironlock_manager *m) {
+    char r[128], command[512];
+    unique(r, sizeof r, "auto");
+    const char *res[] = {r};
+    ironlock_lock *lock = NULL;
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 600, NULL, &lock), IRONLOCK_OK, NULL);
+    if (!lock) return;
+    lost_state st;
+    atomic_init(&st.calls, 0);
+    atomic_init(&st.blocking_status, -1);
+    st.lock = lock;
+    CHECK_STATUS(ironlock_lock_auto_extend(lock, on_lost, &st), IRONLOCK_OK, NULL);
+    CHECK_STATUS(ironlock_lock_auto_extend(lock, on_lost, &st), IRONLOCK_INVALID_ARGUMENT, "already running");
+    sleep_ms(1500); /* 2.5 ttls: only background extensions keep it */
+    CHECK(ironlock_lock_is_valid(lock));
+    CHECK(!ironlock_lock_is_lost(lock));
+    CHECK(atomic_load(&st.calls) == 0);
+    snprintf(command, sizeof command, "PTTL %s", r);
+    CHECK(redis_int(h, 0, command) > 0);
+
+    /* Take the lock away behind its back: the next extension finds the token gone. */
+    snprintf(command, sizeof command, "DEL %s", r);
+    for (int i = 0; i < h->nodes; i++) CHECK(redis_int(h, i, command) == 1);
+    for (int i = 0; i < 300 && atomic_load(&st.calls) == 0; i++) sleep_ms(10);
+    CHECK(atomic_load(&st.calls) == 1);
+    CHECK(ironlock_lock_is_lost(lock));
+    CHECK(!ironlock_lock_is_valid(lock));
+    CHECK(atomic_load(&st.blocking_status) == IRONLOCK_INVALID_ARGUMENT);
+    sleep_ms(100);
+    CHECK(atomic_load(&st.calls) == 1); /* once */
+    CHECK_STATUS(ironlock_extend(lock, 1000), IRONLOCK_LOST, "lost");
+    CHECK_STATUS(ironlock_lock_stop_auto_extend(lock), IRONLOCK_OK, NULL);
+    ironlock_lock_free(lock);
+
+    /* Release stops auto-extension: no callback for a released lock. */
+    lock = NULL;
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 400, NULL, &lock), IRONLOCK_OK, NULL);
+    if (!lock) return;
+    atomic_store(&st.calls, 0);
+    st.lock = lock;
+    CHECK_STATUS(ironlock_lock_auto_extend(lock, on_lost, &st), IRONLOCK_OK, NULL);
+    CHECK_STATUS(ironlock_release(lock), IRONLOCK_OK, NULL);
+    sleep_ms(600);
+    CHECK(atomic_load(&st.calls) == 0);
+    CHECK(!ironlock_lock_is_lost(lock));
+    ironlock_lock_free(lock);
+
+    /* Free with auto-extension running: stops it, sends nothing (the key expires on its own). */
+    lock = NULL;
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 300, NULL, &lock), IRONLOCK_OK, NULL);
+    if (!lock) return;
+    atomic_store(&st.calls, 0);
+    st.lock = lock;
+    CHECK_STATUS(ironlock_lock_auto_extend(lock, on_lost, &st), IRONLOCK_OK, NULL);
+    ironlock_lock_free(lock);
+    snprintf(command, sizeof command, "EXISTS %s", r);
+    CHECK(redis_int(h, 0, command) == 1);
+    sleep_ms(500);
+    CHECK(redis_int(h, 0, command) == 0); /* not extended after free */
+    CHECK(atomic_load(&st.calls) == 0);
+}
+
+/* A lock outlives its manager: it keeps the runtime and can still be released. */
+static void test_lock_outlives_manager(harness *h) {
+    char r[128], command[512];
+    unique(r, sizeof r, "outlive");
+    const char *res[] = {r};
+    ironlock_config *cfg = config_for(h);
+    ironlock_manager *m = NULL;
+    CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_OK, NULL);
+    ironlock_config_free(cfg);
+    if (!m) return;
+    ironlock_lock *lock = NULL;
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &lock), IRONLOCK_OK, NULL);
+    ironlock_manager_free(m);
+    if (!lock) return;
+    CHECK_STATUS(ironlock_extend(lock, 5000), IRONLOCK_OK, NULL);
+    CHECK_STATUS(ironlock_release(lock), IRONLOCK_OK, NULL);
+    ironlock_lock_free(lock);
+    snprintf(command, sizeof command, "EXISTS %s", r);
+    CHECK(redis_int(h, 0, command) == 0);
+}
+
+/* Passwords never appear in errors or reports. */
+static void test_redaction(const harness *h) {
+    char url[128];
+    const char *port = strrchr(h->urls[0], ':');
+    snprintf(url, sizeof url, "redis://user:s3cretpw@127.0.0.1%s", port);
+    ironlock_config *cfg = ironlock_config_new();
+    CHECK(ironlock_config_add_node(cfg, url) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_restart_quarantine(cfg, false) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_retry_count(cfg, 0) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_connect_timeout_ms(cfg, 300) == IRONLOCK_OK);
+    ironlock_manager *m = NULL;
+    ironlock_status s = ironlock_manager_new(cfg, &m);
+    CHECK(strstr(ironlock_last_error(), "s3cretpw") == NULL);
+    ironlock_config_free(cfg);
+    if (s != IRONLOCK_OK) return; /* refused at start: the message was checked above */
+    const char *res[] = {"c-test:redaction"};
+    ironlock_lock *lock = NULL;
+    s = ironlock_acquire(m, res, 1, 1000, NULL, &lock);
+    CHECK(s == IRONLOCK_UNAVAILABLE); /* the node refuses the credentials */
+    CHECK(strstr(ironlock_last_error(), "s3cretpw") == NULL);
+    CHECK(ironlock_last_report_node_count() == 1);
+    CHECK(strstr(ironlock_last_report_node_url(0), "s3cretpw") == NULL);
+    CHECK(strstr(ironlock_last_report_node_url(0), "***") != NULL);
+    const char *err = ironlock_last_report_node_error(0);
+    CHECK(err != NULL && strstr(err, "s3cretpw") == NULL);
+    if (lock) { ironlock_release(lock); ironlock_lock_free(lock); }
+    ironlock_manager_free(m);
+}
+
+int main(void) {
+    harness h;
+    test_static_parts();
+    if (harness_start(&h, 3) != 0) {
+        fprintf(stderr, "test_api: cannot start nodes\n");
+        return 1;
+    }
+    test_bad_config(&h);
+    ironlock_config *cfg = config_for(&h);
+    ironlock_manager *m = NULL;
+    CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_OK, NULL);
+    ironlock_config_free(cfg); /* the manager copied what it needs */
+    if (m) {
+        test_bad_acquire(&h, m);
+        test_lifecycle(&h, m);
+        test_auto_extend(&h, m);
+        ironlock_manager_free(m);
+    }
+    test_lock_outlives_manager(&h);
+    test_redaction(&h);
+    harness_stop(&h);
+    printf("test_api: %d checks passed, %d failed\n", check_passes, check_failures);
+    return check_failures == 0 ? 0 : 1;
+}
