@@ -20,6 +20,19 @@ function stringArray(name, v) {
   return v
 }
 
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/** Resource names: strings that are well-formed Unicode (they become UTF-8 Redis keys). */
+function resources(name, v) {
+  stringArray(name, v)
+  v.forEach((s, i) => {
+    if (LONE_SURROGATE.test(s)) {
+      throw invalid(`${name}[${i}]: not valid Unicode (lone surrogate), cannot be UTF-8`)
+    }
+  })
+  return v
+}
+
 function number(name, v) {
   if (typeof v !== 'number') {
     throw invalid(`${name}: expected a number of milliseconds, got ${describe(v)}`)
@@ -110,4 +123,4 @@ function func(name, v) {
   return v
 }
 
-module.exports = { stringArray, number, settings, acquireOptions, func }
+module.exports = { stringArray, resources, number, settings, acquireOptions, func }

@@ -174,7 +174,7 @@ class LockManager {
    * that cancels a waiting acquire; it then rejects with `signal.reason`).
    */
   async acquire(resources, durationMs, options) {
-    args.stringArray('resources', resources)
+    args.resources('resources', resources)
     args.number('durationMs', durationMs)
     const { options: o, signal } = args.acquireOptions(options)
     if (signal?.aborted) throw abortReason(signal)

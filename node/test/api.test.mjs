@@ -1,0 +1,357 @@
+// The Node API against real redis-server nodes: properties, errors, concurrency, event-loop
+// liveness, `using` with auto-extension and the lost-lock AbortSignal, AbortSignal cancellation
+// of acquire, node-redlock names, close().
+
+import { before, after, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { inspect } from 'node:util'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+import ironlock, {
+  LockManager,
+  Redlock,
+  Lock,
+  IronlockError,
+  ResourceLockedError,
+  ExecutionError,
+  LockLostError,
+} from '../lib/index.mjs'
+import { startCluster, TEST_SETTINGS, unique } from './harness.mjs'
+
+/** Polls `check` every 20 ms for up to `ms`; returns its last value. */
+async function eventually(check, ms = 2000) {
+  const end = Date.now() + ms
+  let v = await check()
+  while (!v && Date.now() < end) {
+    await sleep(20)
+    v = await check()
+  }
+  return v
+}
+
+async function onAll(cluster, ...args) {
+  return Promise.all(cluster.urls.map((_, i) => cluster.cmd(i, ...args)))
+}
+
+describe('three nodes', () => {
+  let cluster
+  let manager
+  before(async () => {
+    cluster = await startCluster(3)
+    manager = await LockManager.connect(cluster.urls, { ...TEST_SETTINGS, retryCount: 0 })
+  })
+  after(async () => {
+    await manager?.close()
+    await cluster?.quit()
+  })
+
+  it('acquire exposes the lock and release deletes it', async () => {
+    const r = [unique('a'), unique('b')]
+    const before = Date.now()
+    const lock = await manager.acquire(r, 5_000)
+    assert.ok(lock instanceof Lock)
+    assert.deepEqual(lock.resources, r)
+    assert.match(lock.value, /^[0-9a-f]{40}$/)
+    assert.ok(lock.isValid() && !lock.isLost())
+    assert.ok(lock.validityMs > 4_000 && lock.validityMs <= 5_000, `${lock.validityMs}`)
+    assert.ok(lock.expiration > before + 4_000 && lock.expiration <= Date.now() + 5_000)
+    assert.equal(lock.fence, null)
+    // The round ends once a quorum answered: a slower node may still be 'pending'.
+    assert.equal(lock.report.length, 3)
+    assert.ok(lock.report.filter((n) => n.vote === 'for').length >= 2, JSON.stringify(lock.report))
+    assert.ok(lock.report.every((n) => ['for', 'pending'].includes(n.vote) && n.error === null))
+    assert.deepEqual(await onAll(cluster, 'GET', r[1]), [lock.value, lock.value, lock.value])
+    const released = await lock.release()
+    assert.equal(released.held, true)
+    assert.equal(released.deletedOn, 3)
+    assert.equal(lock.isValid(), false)
+    assert.equal(lock.validityMs, 0)
+    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+    // Releasing again reports "not held" and never rejects.
+    assert.equal((await lock.release()).held, false)
+  })
+
+  it('fencing tokens are bigints that increase', async () => {
+    const r = [unique()]
+    const a = await manager.acquire(r, 2_000, { fencing: true })
+    await a.release()
+    const b = await manager.acquire(r, 2_000, { fencing: true })
+    await b.release()
+    assert.equal(typeof a.fence, 'bigint')
+    assert.ok(b.fence > a.fence, `${a.fence} < ${b.fence}`)
+  })
+
+  it('contention is a ResourceLockedError with the per-node report', async () => {
+    const r = [unique()]
+    const held = await manager.acquire(r, 5_000)
+    const e = await manager.acquire(r, 5_000).catch((x) => x)
+    assert.ok(e instanceof ResourceLockedError && e instanceof IronlockError && e instanceof Error)
+    assert.equal(e.code, 'CONTENDED')
+    assert.equal(e.name, 'ResourceLockedError')
+    assert.ok(e.report.filter((n) => n.vote === 'against').length >= 2, JSON.stringify(e.report))
+    for (const n of e.report) assert.ok(cluster.urls.includes(n.url), n.url)
+    await held.release()
+  })
+
+  it('extend after the keys were deleted is a LockLostError', async () => {
+    const r = [unique()]
+    const lock = await manager.acquire(r, 5_000)
+    assert.equal(await lock.extend(8_000), lock)
+    assert.ok((await cluster.cmd(0, 'PTTL', r[0])) > 5_000)
+    await onAll(cluster, 'DEL', r[0])
+    const e = await lock.extend(5_000).catch((x) => x)
+    assert.ok(e instanceof LockLostError, String(e))
+    assert.equal(e.code, 'LOST')
+    assert.ok(e.report.filter((n) => n.vote === 'against').length >= 2, JSON.stringify(e.report))
+    assert.equal(lock.isLost(), true)
+    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+    assert.equal((await lock.release()).held, false)
+  })
+
+  it('64 concurrent acquires of distinct resources all succeed', async () => {
+    const names = Array.from({ length: 64 }, () => unique('c'))
+    const locks = await Promise.all(names.map((n) => manager.acquire([n], 5_000)))
+    assert.equal(new Set(locks.map((l) => l.value)).size, 64)
+    assert.ok(locks.every((l) => l.isValid()))
+    const released = await Promise.all(locks.map((l) => l.release()))
+    assert.ok(released.every((x) => x.held))
+  })
+
+  it('64 concurrent acquires of one resource: exactly one wins', async () => {
+    const r = [unique()]
+    const results = await Promise.allSettled(
+      Array.from({ length: 64 }, () => manager.acquire(r, 5_000)),
+    )
+    const won = results.filter((x) => x.status === 'fulfilled')
+    assert.equal(won.length, 1)
+    for (const x of results) {
+      if (x.status === 'rejected') assert.equal(x.reason.code, 'CONTENDED', String(x.reason))
+    }
+    await won[0].value.release()
+  })
+
+  it('await using-style disposal releases the lock', async () => {
+    const r = [unique()]
+    const lock = await manager.acquire(r, 5_000)
+    assert.equal(typeof lock[Symbol.asyncDispose], 'function')
+    await lock[Symbol.asyncDispose]()
+    assert.equal(lock.isValid(), false)
+    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+  })
+
+  it('using keeps the lock alive across 3x its duration', async () => {
+    const r = [unique()]
+    const ttl = 400
+    const seen = []
+    const out = await manager.using(r, ttl, async (signal, lock) => {
+      const end = Date.now() + 3 * ttl + 200
+      while (Date.now() < end) {
+        seen.push([lock.isValid(), signal.aborted, await cluster.cmd(1, 'GET', r[0]) === lock.value])
+        await sleep(50)
+      }
+      return 'done'
+    })
+    assert.equal(out, 'done')
+    assert.ok(seen.length >= 15, `${seen.length} checks`)
+    assert.ok(seen.every(([valid, aborted, held]) => valid && !aborted && held), JSON.stringify(seen))
+    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+  })
+
+  it('using aborts the signal at once when the keys are deleted behind its back', async () => {
+    const r = [unique()]
+    const ttl = 600
+    let signalSeen
+    let abortedAfter
+    const started = Date.now()
+    const e = await manager
+      .using(r, ttl, async (signal) => {
+        signalSeen = signal
+        await onAll(cluster, 'DEL', r[0])
+        // Wait for the abort (bounded: the test fails if it never comes).
+        await new Promise((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error('signal never aborted')), 5_000)
+          signal.addEventListener('abort', () => {
+            clearTimeout(timer)
+            abortedAfter = Date.now() - started
+            resolve()
+          })
+        })
+        throw signal.reason
+      })
+      .catch((x) => x)
+    assert.ok(signalSeen instanceof AbortSignal)
+    assert.equal(signalSeen.aborted, true)
+    assert.ok(signalSeen.reason instanceof LockLostError, String(signalSeen.reason))
+    assert.equal(signalSeen.reason.code, 'LOST')
+    assert.match(signalSeen.reason.message, /lost/)
+    assert.ok(signalSeen.reason.report.some((n) => n.vote === 'against'), JSON.stringify(signalSeen.reason.report))
+    // The first auto-extension (at ttl - ttl/3) finds the keys gone: well before the ttl ends.
+    assert.ok(abortedAfter < ttl, `aborted after ${abortedAfter} ms`)
+    assert.ok(e instanceof LockLostError, String(e))
+    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+  })
+
+  it('using returns the routine value and rethrows its errors', async () => {
+    const r = [unique()]
+    assert.equal(await manager.using(r, 1_000, {}, async () => 7), 7)
+    await assert.rejects(
+      manager.using(r, 1_000, async () => {
+        throw new RangeError('boom')
+      }),
+      RangeError,
+    )
+    // The lock was released in both cases.
+    const again = await manager.acquire(r, 1_000)
+    await again.release()
+  })
+
+  it('an aborted acquire rejects with signal.reason and leaves no key', async () => {
+    const r = [unique()]
+    const holder = await manager.acquire(r, 5_000)
+    const controller = new AbortController()
+    const waiting = manager.acquire(r, 5_000, { wait: 10_000, signal: controller.signal })
+    await sleep(250)
+    const t = Date.now()
+    controller.abort()
+    const e = await waiting.catch((x) => x)
+    assert.ok(Date.now() - t < 500, 'the abort ends the wait at once')
+    assert.equal(e.name, 'AbortError')
+    assert.deepEqual(await onAll(cluster, 'GET', r[0]), [holder.value, holder.value, holder.value])
+    await holder.release()
+    // A custom reason is passed through; an already aborted signal rejects before any round.
+    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+    const reason = new Error('stop')
+    const r2 = [unique()]
+    await assert.rejects(
+      manager.acquire(r2, 5_000, { signal: AbortSignal.abort(reason) }),
+      (x) => x === reason,
+    )
+    assert.deepEqual(await onAll(cluster, 'EXISTS', r2[0]), [0, 0, 0])
+  })
+
+  it('an acquire aborted mid-round rolls back the key it set', async () => {
+    const r = [unique()]
+    const slow = await LockManager.connect(cluster.urls, { ...TEST_SETTINGS, nodeTimeout: 4_000 })
+    await cluster.cmd(1, 'SET', r[0], 'other', 'PX', '10000')
+    await cluster.pause(0)
+    try {
+      const controller = new AbortController()
+      const waiting = slow.acquire(r, 5_000, { signal: controller.signal })
+      // Node 2 sets the key at once; the round then waits for the paused node 0.
+      assert.ok(await eventually(async () => (await cluster.cmd(2, 'EXISTS', r[0])) === 1))
+      controller.abort()
+      const e = await waiting.catch((x) => x)
+      assert.equal(e.name, 'AbortError')
+      assert.ok(await eventually(async () => (await cluster.cmd(2, 'EXISTS', r[0])) === 0))
+      assert.equal(await cluster.cmd(1, 'GET', r[0]), 'other')
+    } finally {
+      await cluster.resume(0)
+      await slow.close()
+    }
+    // After node 0 answers, the rollback reached it too (commands on a connection stay ordered).
+    assert.ok(await eventually(async () => (await cluster.cmd(0, 'EXISTS', r[0])) === 0))
+    await cluster.cmd(1, 'DEL', r[0])
+  })
+
+  it('the event loop keeps ticking while an acquire waits on a SIGSTOPped node', async () => {
+    const slow = await LockManager.connect(cluster.urls, {
+      ...TEST_SETTINGS,
+      nodeTimeout: 300,
+      retryCount: 3,
+      retryDelay: 100,
+      retryJitter: 0,
+    })
+    await cluster.pause(0)
+    await cluster.pause(1)
+    let ticks = 0
+    let last = Date.now()
+    let maxGap = 0
+    const interval = setInterval(() => {
+      const now = Date.now()
+      maxGap = Math.max(maxGap, now - last)
+      last = now
+      ticks += 1
+    }, 10)
+    try {
+      const t = Date.now()
+      const e = await slow.acquire([unique()], 5_000).catch((x) => x)
+      const elapsed = Date.now() - t
+      assert.ok(e instanceof ExecutionError, String(e))
+      assert.equal(e.code, 'UNAVAILABLE')
+      assert.ok(e.report.filter((n) => n.vote === 'timeout').length === 2, JSON.stringify(e.report))
+      assert.ok(elapsed >= 1_000, `${elapsed} ms`)
+      assert.ok(ticks >= elapsed / 10 / 3, `${ticks} ticks in ${elapsed} ms`)
+      assert.ok(maxGap < 150, `longest pause between ticks ${maxGap} ms`)
+      // A constructor does not wait for paused nodes either.
+      const c = Date.now()
+      const third = new LockManager(cluster.urls, { ...TEST_SETTINGS, connectTimeout: 2_000 })
+      assert.ok(Date.now() - c < 100, 'constructor returns at once')
+      await third.close()
+    } finally {
+      clearInterval(interval)
+      await cluster.resume(0)
+      await cluster.resume(1)
+      await slow.close()
+    }
+  })
+
+  it('node-redlock names: Redlock, acquire/extend/release/using, quit', async () => {
+    const redlock = new Redlock(cluster.urls, { ...TEST_SETTINGS, retryCount: 2, retryDelay: 50 })
+    assert.ok(redlock instanceof LockManager)
+    const r = [unique()]
+    const lock = await redlock.acquire(r, 2_000, { retryCount: 0 })
+    assert.equal(await redlock.extend(lock, 3_000), lock)
+    assert.equal((await redlock.release(lock)).held, true)
+    const v = await redlock.using(r, 1_000, { retryCount: 1 }, async (signal) => {
+      assert.equal(signal.aborted, false)
+      return 'ok'
+    })
+    assert.equal(v, 'ok')
+    await redlock.quit()
+    await assert.rejects(redlock.acquire([unique()], 1_000), (e) => e.code === 'UNAVAILABLE')
+  })
+
+  it('default and CommonJS exports are the same objects', async () => {
+    const { createRequire } = await import('node:module')
+    const cjs = createRequire(import.meta.url)('../lib/index.js')
+    assert.equal(ironlock.LockManager, LockManager)
+    assert.equal(cjs.LockManager, LockManager)
+    assert.match(ironlock.coreVersion, /^\d+\.\d+\.\d+/)
+  })
+})
+
+describe('failures', () => {
+  it('a dead node set is an ExecutionError; passwords never show', async () => {
+    const cluster = await startCluster(1)
+    const port = cluster.ports[0]
+    await cluster.kill(0)
+    const url = `redis://alice:hunter2secret@127.0.0.1:${port}`
+    const manager = await LockManager.connect([url], { ...TEST_SETTINGS, retryCount: 0, connectTimeout: 200 })
+    try {
+      const e = await manager.acquire([unique()], 1_000).catch((x) => x)
+      assert.ok(e instanceof ExecutionError, String(e))
+      assert.equal(e.code, 'UNAVAILABLE')
+      assert.equal(e.report[0].vote, 'error')
+      const everything = [e.message, e.stack, JSON.stringify(e.report), inspect(manager), inspect(e)].join('\n')
+      assert.ok(!everything.includes('hunter2secret'), everything)
+      assert.ok(e.report[0].url.includes('***'), e.report[0].url)
+    } finally {
+      await manager.close()
+      await cluster.quit()
+    }
+  })
+
+  it('close() makes later acquires UNAVAILABLE', async () => {
+    const cluster = await startCluster(1)
+    const manager = new LockManager(cluster.urls, TEST_SETTINGS)
+    try {
+      const lock = await manager.acquire([unique()], 1_000)
+      await lock.release()
+      await manager.close()
+      const e = await manager.acquire([unique()], 1_000).catch((x) => x)
+      assert.ok(e instanceof ExecutionError && e.code === 'UNAVAILABLE', String(e))
+    } finally {
+      await cluster.quit()
+    }
+  })
+})

@@ -1,0 +1,142 @@
+// SPEC §6: every bad input is INVALID_ARGUMENT (CONNECTION for an unusable scheme), names the
+// argument, never crashes the process, and leaves no key on Redis.
+
+import { before, after, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+
+import { LockManager, InvalidArgumentError, ConnectionError, IronlockError } from '../lib/index.mjs'
+import { startCluster, TEST_SETTINGS, unique } from './harness.mjs'
+
+function isInvalid(name) {
+  return (e) => {
+    assert.ok(e instanceof InvalidArgumentError, `${e?.name}: ${e?.message}`)
+    assert.ok(e instanceof IronlockError)
+    assert.equal(e.code, 'INVALID_ARGUMENT')
+    assert.ok(e.message.includes(name), `message ${JSON.stringify(e.message)} names ${name}`)
+    assert.deepEqual(e.report, [])
+    return true
+  }
+}
+
+describe('bad input', () => {
+  let cluster
+  let manager
+  let lock
+  before(async () => {
+    cluster = await startCluster(1)
+    manager = await LockManager.connect(cluster.urls, { ...TEST_SETTINGS, maxTtl: 10_000 })
+    lock = await manager.acquire([unique()], 5_000)
+  })
+  after(async () => {
+    await lock?.release()
+    await manager?.close()
+    await cluster?.quit()
+  })
+
+  it('constructor: nodes', () => {
+    const url = cluster.urls[0]
+    const cases = [
+      [undefined, 'nodes'],
+      ['redis://127.0.0.1:1', 'nodes'],
+      [[], 'nodes'],
+      [[42], 'nodes[0]'],
+      [[url, null], 'nodes[1]'],
+      [[url, url], 'nodes[1]'],
+      [[''], 'nodes[0]'],
+      [['127.0.0.1:6379'], 'nodes[0]'],
+      [['redis://127.0.0.1:notaport'], 'nodes[0]'],
+    ]
+    for (const [nodes, name] of cases) {
+      assert.throws(() => new LockManager(nodes), isInvalid(name), JSON.stringify(nodes))
+    }
+    assert.throws(
+      () => new LockManager(['http://127.0.0.1:1']),
+      (e) => e instanceof ConnectionError && e.code === 'CONNECTION' && e.message.includes('nodes[0]'),
+    )
+  })
+
+  it('constructor: settings', () => {
+    const url = cluster.urls[0]
+    const cases = [
+      ['nope', 'settings'],
+      [[1], 'settings'],
+      [{ retryDelay: '200' }, 'settings.retryDelay'],
+      [{ retryDelay: NaN }, 'settings.retryDelay'],
+      [{ retryDelay: -1 }, 'settings.retryDelay'],
+      [{ retryDelay: 1.5 }, 'settings.retryDelay'],
+      [{ retryJitter: Infinity }, 'settings.retryJitter'],
+      [{ retryCount: -1 }, 'settings.retryCount'],
+      [{ retryCount: 0.5 }, 'settings.retryCount'],
+      [{ retryCount: 2 ** 40 }, 'settings.retryCount'],
+      [{ driftFactor: 0.5 }, 'drift_factor'],
+      [{ driftFactor: NaN }, 'drift_factor'],
+      [{ driftFactor: -0.1 }, 'drift_factor'],
+      [{ nodeTimeout: 0 }, 'node_timeout'],
+      [{ connectTimeout: -5 }, 'settings.connectTimeout'],
+      [{ maxTtl: 0 }, 'max_ttl'],
+      [{ maxTtl: 10, minValidity: 20 }, 'min_validity'],
+      [{ extensionThreshold: 0 }, 'extension_threshold'],
+      [{ maxExtensions: -1 }, 'settings.maxExtensions'],
+      [{ restartQuarantine: 'yes' }, 'settings.restartQuarantine'],
+      [{ keyPrefix: 5 }, 'settings.keyPrefix'],
+      [{ keyPrefix: 'a\u0000b' }, 'key_prefix'],
+      [{ retryCont: 3 }, 'settings.retryCont'],
+      [{ retryDelay: 10n }, 'settings.retryDelay'],
+    ]
+    for (const [settings, name] of cases) {
+      assert.throws(() => new LockManager([url], settings), isInvalid(name), String(Object.keys(settings)))
+    }
+  })
+
+  it('acquire: resources, duration and options', async () => {
+    const r = unique()
+    const cases = [
+      [[undefined, 1000], 'resources'],
+      [['r', 1000], 'resources'],
+      [[[], 1000], 'resources'],
+      [[[''], 1000], 'resources[0]'],
+      [[[r, r], 1000], 'resources'],
+      [[[r, 7], 1000], 'resources[1]'],
+      [[[null], 1000], 'resources[0]'],
+      [[[{}], 1000], 'resources[0]'],
+      [[['bad\uD800'], 1000], 'resources[0]'],
+      [[[r], undefined], 'durationMs'],
+      [[[r], '1000'], 'durationMs'],
+      [[[r], 1000n], 'durationMs'],
+      [[[r], NaN], 'durationMs'],
+      [[[r], -1], 'durationMs'],
+      [[[r], 1.5], 'durationMs'],
+      [[[r], Infinity], 'durationMs'],
+      [[[r], 0], 'ttl'],
+      [[[r], 20_000], 'ttl'],
+      [[[r], 1000, 'fast'], 'options'],
+      [[[r], 1000, { wait: -1 }], 'options.wait'],
+      [[[r], 1000, { wait: NaN }], 'options.wait'],
+      [[[r], 1000, { wait: '1s' }], 'options.wait'],
+      [[[r], 1000, { retryCount: 1.5 }], 'options.retryCount'],
+      [[[r], 1000, { retryCount: -3 }], 'options.retryCount'],
+      [[[r], 1000, { fencing: 1 }], 'options.fencing'],
+      [[[r], 1000, { signal: {} }], 'options.signal'],
+      [[[r], 1000, { retryDelay: 5 }], 'options.retryDelay'],
+    ]
+    for (const [args, name] of cases) {
+      await assert.rejects(manager.acquire(...args), isInvalid(name), `${name}: ${String(args)}`)
+    }
+  })
+
+  it('extend, release, using', async () => {
+    for (const bad of [NaN, -1, 0.5, '5', undefined, 0, 20_000]) {
+      await assert.rejects(lock.extend(bad), isInvalid(bad === 0 || bad === 20_000 ? 'ttl' : 'durationMs'))
+    }
+    assert.ok(lock.isValid(), 'a rejected extend leaves the lock alone')
+    await assert.rejects(manager.release({}), isInvalid('lock'))
+    await assert.rejects(manager.extend(null, 1000), isInvalid('lock'))
+    await assert.rejects(manager.using([unique()], 1000), isInvalid('routine'))
+    await assert.rejects(manager.using([unique()], 1000, {}, 'not a function'), isInvalid('routine'))
+  })
+
+  it('left no key on Redis', async () => {
+    // Only the lock taken in before() exists.
+    assert.equal(await cluster.cmd(0, 'DBSIZE'), 1)
+  })
+})
