@@ -33,6 +33,7 @@ pub struct Config {
     pub(crate) min_validity: Duration,
     pub(crate) max_extensions: Option<u32>,
     pub(crate) extension_threshold: Option<Duration>,
+    pub(crate) tls_ca_cert: Option<Vec<u8>>,
 }
 
 /// Defaults, as in the seeds where they give one.
@@ -78,6 +79,7 @@ impl Config {
             min_validity: Duration::ZERO,
             max_extensions: None,
             extension_threshold: None,
+            tls_ca_cert: None,
         }
     }
 
@@ -139,6 +141,16 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Trust only this CA (PEM) for `rediss://` nodes instead of the system's trust store
+    /// (certificate verification is always on).
+    #[must_use]
+    pub fn tls_ca_cert(mut self, pem: Option<Vec<u8>>) -> Self {
+        self.tls_ca_cert = pem;
+        self
+    }
+}
+
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nodes: Vec<String> = self.nodes.iter().map(|u| redact_url(u)).collect();
@@ -157,6 +169,7 @@ impl fmt::Debug for Config {
             .field("min_validity", &self.min_validity)
             .field("max_extensions", &self.max_extensions)
             .field("extension_threshold", &self.extension_threshold)
+            .field("tls_ca_cert", &self.tls_ca_cert.as_ref().map(|_| "<PEM>"))
             .finish()
     }
 }

@@ -161,14 +161,17 @@ impl LockManager {
         let mut nodes = Vec::with_capacity(specs.len());
         for (i, spec) in specs.into_iter().enumerate() {
             let display = spec.display.clone();
+            let ca = config.tls_ca_cert.as_deref();
             let node = Node::new(
                 spec,
                 config.node_timeout,
                 config.connect_timeout,
                 quarantine,
+                ca,
             )
-            .map_err(|e| {
-                Error::new(ErrorKind::Connection, format!("nodes[{i}]: {display}: {e}"))
+            .map_err(|e| match e.strip_prefix("tls_ca_cert: ") {
+                Some(why) => Error::invalid(format!("tls_ca_cert: unusable CA certificate: {why}")),
+                None => Error::new(ErrorKind::Connection, format!("nodes[{i}]: {display}: {e}")),
             })?;
             nodes.push(node);
         }

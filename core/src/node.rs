@@ -75,8 +75,20 @@ impl Node {
         node_timeout: Duration,
         connect_timeout: Duration,
         quarantine: Option<Duration>,
+        tls_ca_cert: Option<&[u8]>,
     ) -> Result<Arc<Node>, String> {
-        let client = redis::Client::open(spec.info).map_err(|e| e.to_string())?;
+        let tls = matches!(spec.info.addr(), redis::ConnectionAddr::TcpTls { .. });
+        let client = match tls_ca_cert {
+            Some(pem) if tls => {
+                let certs = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.to_vec()),
+                };
+                redis::Client::build_with_tls(spec.info, certs)
+                    .map_err(|e| format!("tls_ca_cert: {e}"))?
+            }
+            _ => redis::Client::open(spec.info).map_err(|e| e.to_string())?,
+        };
         Ok(Arc::new(Node {
             display: spec.display,
             secret: spec.secret,

@@ -1,0 +1,225 @@
+//! TLS against a real redis-server (generated CA and certificates, verification on by default,
+//! a wrong CA rejected) and an ACL user with a password (wrong password: a clear error that
+//! shows no password).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{SEC, unique};
+use ironlock::{Config, ErrorKind, LockManager, Vote};
+use ironlock_harness::Cluster;
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl is installed");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a server certificate for 127.0.0.1 signed by it, and an unrelated second CA.
+fn make_pki(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for ca in ["ca", "other-ca"] {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                &format!("{ca}.key"),
+                "-out",
+                &format!("{ca}.pem"),
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN=ironlock {ca}"),
+            ],
+        );
+    }
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test]
+async fn tls_verifies_the_server_and_rejects_a_wrong_ca() {
+    let dir = std::env::temp_dir().join(unique("ironlock-pki").replace(':', "-"));
+    make_pki(&dir);
+    let (cert, key, ca) = (
+        dir.join("server.pem"),
+        dir.join("server.key"),
+        dir.join("ca.pem"),
+    );
+    let mut clusters = Vec::new();
+    let mut urls = Vec::new();
+    for _ in 0..3 {
+        let tls_port = free_port().to_string();
+        let c = Cluster::start_with(
+            1,
+            &[
+                "--tls-port",
+                &tls_port,
+                "--tls-cert-file",
+                cert.to_str().unwrap(),
+                "--tls-key-file",
+                key.to_str().unwrap(),
+                "--tls-ca-cert-file",
+                ca.to_str().unwrap(),
+                "--tls-auth-clients",
+                "no",
+            ],
+        )
+        .unwrap();
+        urls.push(format!("rediss://127.0.0.1:{tls_port}"));
+        clusters.push(c);
+    }
+    let base = || {
+        Config::new(urls.clone())
+            .restart_quarantine(false)
+            .retry_count(0)
+            .connect_timeout(2 * SEC)
+            .node_timeout(SEC / 2)
+    };
+    // The right CA: granted over TLS.
+    let m = LockManager::new(base().tls_ca_cert(Some(std::fs::read(&ca).unwrap())))
+        .await
+        .unwrap();
+    let r = unique("tls");
+    let lock = m.acquire(&[&r], 5 * SEC).await.expect("granted over TLS");
+    assert!(lock.release().await.held);
+    // The wrong CA: every node fails verification, nothing is granted.
+    let wrong = LockManager::new(
+        base().tls_ca_cert(Some(std::fs::read(dir.join("other-ca.pem")).unwrap())),
+    )
+    .await
+    .unwrap();
+    let e = wrong.acquire(&[&r], 5 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert_eq!(e.report().unwrap().count(Vote::Error), 3, "{e}");
+    let why = format!("{:?}", wrong.node_status()[0].last_error);
+    assert!(
+        why.to_lowercase().contains("certificate") || why.contains("UnknownIssuer"),
+        "{why}"
+    );
+    // No CA given: the system trust store does not know the test CA, so verification fails too.
+    let system = LockManager::new(base()).await.unwrap();
+    assert_eq!(
+        system.acquire(&[&r], 5 * SEC).await.unwrap_err().kind(),
+        ErrorKind::Unavailable
+    );
+    // Garbage instead of a PEM certificate is a bad argument.
+    let bad = LockManager::new(base().tls_ca_cert(Some(b"not a certificate".to_vec()))).await;
+    if let Err(e) = bad {
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.message().starts_with("tls_ca_cert"), "{e}");
+    } else {
+        let m = bad.unwrap();
+        assert_eq!(
+            m.acquire(&[&r], 5 * SEC).await.unwrap_err().kind(),
+            ErrorKind::Unavailable
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn acl_user_with_password() {
+    let c = Cluster::start_with(
+        3,
+        &[
+            "--user",
+            "default",
+            "off",
+            "--user",
+            "alice",
+            "on",
+            ">alice-Pa55",
+            "~*",
+            "&*",
+            "+@all",
+        ],
+    )
+    .unwrap();
+    let url = |pw: &str, port: u16| format!("redis://alice:{pw}@127.0.0.1:{port}");
+    let ports: Vec<u16> = c.nodes().iter().map(|n| n.port()).collect();
+    let good = Config::new(ports.iter().map(|p| url("alice-Pa55", *p)))
+        .restart_quarantine(false)
+        .retry_count(0);
+    let m = LockManager::new(good).await.unwrap();
+    let r = unique("acl");
+    let lock = m.acquire(&[&r], 5 * SEC).await.expect("alice may lock");
+    assert!(lock.release().await.held);
+
+    let bad = Config::new(ports.iter().map(|p| url("not-her-Pa55", *p)))
+        .restart_quarantine(false)
+        .retry_count(0);
+    let m = LockManager::new(bad)
+        .await
+        .expect("a wrong password is a failing voter, not a crash");
+    let e = m.acquire(&[&r], 5 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    let text = format!("{e} {e:?} {:?}", m.node_status());
+    assert!(
+        text.contains("WRONGPASS") || text.to_lowercase().contains("auth"),
+        "{text}"
+    );
+    for secret in ["not-her-Pa55", "alice-Pa55"] {
+        assert!(!text.contains(secret), "password shown: {text}");
+    }
+}
