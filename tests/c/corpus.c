@@ -404,7 +404,7 @@ int main(int argc, char **argv) {
     int passed = 0, failed = 0;
     for (size_t i = 0; i < n; i++) {
         if (filter && !strstr(files[i], filter)) { free(files[i]); continue; }
-        char path[4096], message[1100];
+        char path[4096], message[8192];
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         if (run_scenario(path, message, sizeof message)) {
             passed++;

@@ -77,6 +77,9 @@ int main(int argc, char **argv) {
     ironlock_config_set_restart_quarantine(cfg, false);
     ironlock_config_set_retry_delay_ms(cfg, 10);
     ironlock_config_set_retry_jitter_ms(cfg, 5);
+    /* Generous: under valgrind a reply can take longer than the 50 ms default, and a release
+     * that times out on a majority would report held = false without any overlap. */
+    ironlock_config_set_node_timeout_ms(cfg, 2000);
     ironlock_manager *m = NULL;
     ironlock_status s = ironlock_manager_new(cfg, &m);
     ironlock_config_free(cfg);

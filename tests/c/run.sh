@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The C library's test suite (issue 3). Run from anywhere; exits non-zero on any failure.
+#  1. builds libironlock (.so + .a) and the redis harness; runs the crate's Rust unit tests
+#  2. header drift: regenerates include/ironlock.h with cbindgen 0.29.4 and diffs it
+#  3. version macros in the header == the crate version in Cargo
+#  4. builds every C test (C11, -Wall -Wextra -Werror) and the C++17 test, each linked twice:
+#     against libironlock.so and against libironlock.a
+#  5. runs them all: API + bad inputs, the shared corpus, 8 threads contending, C++, example
+#  6. runs the C suite again under valgrind (--error-exitcode=1 --leak-check=full)
+#  7. installs into a temporary prefix and builds + runs the quick start with pkg-config and
+#     with CMake (find_package(ironlock), shared and static) against real nodes
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$REPO"
+BUILD="$REPO/tests/c/build"
+export IRONLOCK_HARNESS="${IRONLOCK_HARNESS:-$REPO/target/debug/ironlock-harness}"
+export RUST_BACKTRACE=0 # the panic-boundary test prints one panic message; keep it short
+CBINDGEN_VERSION=0.29.4
+passed=0
+failed=0
+failures=()
+
+step() { printf '\n== %s\n' "$*"; }
+pass() { passed=$((passed + 1)); echo "PASS $1"; }
+fail() { failed=$((failed + 1)); failures+=("$1"); echo "FAIL $1"; }
+run() { # run NAME COMMAND...: one test, judged by its exit code
+  local name="$1"
+  shift
+  if "$@"; then pass "$name"; else fail "$name"; fi
+}
+
+step "tools"
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v valgrind >/dev/null || need+=(valgrind)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v g++ >/dev/null || need+=(g++)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+  echo "installing ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+CBINDGEN="$(command -v cbindgen || echo "$HOME/.cargo/bin/cbindgen")"
+if [ "$("$CBINDGEN" --version 2>/dev/null || true)" != "cbindgen $CBINDGEN_VERSION" ]; then
+  echo "installing cbindgen $CBINDGEN_VERSION"
+  cargo install cbindgen --locked --version "$CBINDGEN_VERSION" --quiet
+  CBINDGEN="$HOME/.cargo/bin/cbindgen"
+fi
+"$CBINDGEN" --version
+
+step "build libironlock and the harness"
+# The same cargo invocation as `make -C ffi install PROFILE=debug` below, so that is a no-op.
+make -s -C ffi build PROFILE=debug
+cargo build -q -p ironlock-harness
+run "rust unit tests (ironlock-ffi)" cargo test -q -p ironlock-ffi
+
+step "header drift (cbindgen $CBINDGEN_VERSION)"
+fresh="$(mktemp)"
+trap 'rm -f "$fresh"' EXIT
+"$CBINDGEN" --quiet --config ffi/cbindgen.toml --crate ironlock-ffi --output "$fresh" ffi
+run "include/ironlock.h matches a fresh generation" diff -u include/ironlock.h "$fresh"
+
+step "version macros == Cargo"
+cargo_version="$(cargo pkgid -p ironlock-ffi | sed 's/.*[#@]//')"
+macro() { sed -n "s/^#define IRONLOCK_VERSION_$1 \([0-9]*\)\$/\1/p" include/ironlock.h; }
+header_version="$(macro MAJOR).$(macro MINOR).$(macro PATCH)"
+echo "Cargo: $cargo_version, header: $header_version"
+run "IRONLOCK_VERSION_* == $cargo_version" test "$cargo_version" = "$header_version"
+
+step "compile (C11 -Wall -Wextra -Werror, C++17 -pedantic; shared and static)"
+make -s -C tests/c -j2
+run "test programs link libironlock.so" sh -c "readelf -d '$BUILD/test_api-shared' | grep -q 'NEEDED.*libironlock.so'"
+run "static test programs embed libironlock.a" sh -c "! readelf -d '$BUILD/test_api-static' | grep -q libironlock && nm '$BUILD/test_api-static' | grep -q ' T ironlock_acquire$'"
+
+# Three nodes for the example programs (the tests start their own): the harness keeps them
+# while its stdin is open and kills them when this script exits.
+coproc NODES { exec "$IRONLOCK_HARNESS" --nodes 3; }
+read -r -u "${NODES[0]}" nodes_line
+mapfile -t URLS < <(grep -o 'redis://127\.0\.0\.1:[0-9]*' <<<"$nodes_line")
+echo "example nodes: ${URLS[*]}"
+
+for link in shared static; do
+  step "run ($link)"
+  run "test_api ($link)" "$BUILD/test_api-$link"
+  run "corpus ($link)" "$BUILD/corpus-$link"
+  run "8 threads contending ($link)" "$BUILD/test_threads-$link" 20
+  run "C++17 ($link)" "$BUILD/test_cpp-$link"
+  run "ffi/examples/basic.c ($link)" "$BUILD/basic-$link" "${URLS[@]}"
+done
+
+step "valgrind"
+VALGRIND=(valgrind --error-exitcode=1 --leak-check=full --show-leak-kinds=definite,indirect,possible
+  --errors-for-leak-kinds=definite,indirect,possible --verbose)
+vg() { # vg NAME PROGRAM ARGS...: prints valgrind's ERROR SUMMARY line (the whole log on failure)
+  local name="$1" log
+  shift
+  log="$(mktemp)"
+  if "${VALGRIND[@]}" --log-file="$log" "$@" && ! grep -q 'ERROR SUMMARY: [1-9]' "$log"; then
+    pass "valgrind $name"
+  else
+    cat "$log"
+    fail "valgrind $name"
+  fi
+  grep -h 'ERROR SUMMARY' "$log" | tail -1
+  rm -f "$log"
+}
+vg "test_api" "$BUILD/test_api-shared"
+vg "corpus" "$BUILD/corpus-shared"
+vg "8 threads contending" "$BUILD/test_threads-shared" 5
+vg "C++17" "$BUILD/test_cpp-shared"
+vg "basic.c" "$BUILD/basic-static" "${URLS[@]}"
+
+step "install, then pkg-config and CMake consumers"
+PREFIX="$(mktemp -d)"
+trap 'rm -f "$fresh"; rm -rf "$PREFIX"' EXIT
+make -s -C ffi install PREFIX="$PREFIX" PROFILE=debug
+ls -R "$PREFIX" | sed 's/^/  /'
+export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
+echo "pkg-config --cflags --libs ironlock: $(pkg-config --cflags --libs ironlock)"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror ffi/examples/basic.c $(pkg-config --cflags --libs ironlock) \
+  -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/basic_pkgconfig"
+run "pkg-config build links the installed library" sh -c "ldd '$PREFIX/basic_pkgconfig' | grep -q '$PREFIX/lib/libironlock.so'"
+run "pkg-config build runs" "$PREFIX/basic_pkgconfig" "${URLS[@]}"
+cmake -S tests/c/cmake-consumer -B "$PREFIX/cmake-build" -DCMAKE_PREFIX_PATH="$PREFIX" \
+  -DEXAMPLE="$REPO/ffi/examples/basic.c" -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build "$PREFIX/cmake-build" -j2 >/dev/null
+run "CMake build (ironlock::ironlock) links the installed library" sh -c "ldd '$PREFIX/cmake-build/basic_cmake_shared' | grep -q '$PREFIX/lib/libironlock.so'"
+run "CMake build (ironlock::ironlock) runs" "$PREFIX/cmake-build/basic_cmake_shared" "${URLS[@]}"
+run "CMake build (ironlock::ironlock_static) runs" "$PREFIX/cmake-build/basic_cmake_static" "${URLS[@]}"
+
+echo quit >&"${NODES[1]}"
+wait "$NODES_PID" 2>/dev/null || true
+
+echo
+if [ "$failed" -gt 0 ]; then printf 'failed: %s\n' "${failures[@]}"; fi
+echo "tests/c: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
