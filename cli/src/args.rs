@@ -1,0 +1,182 @@
+//! The command line, as clap parses it. Options shared by every subcommand are `global`, so they
+//! may come before or after the subcommand name.
+
+use std::ffi::OsString;
+
+use clap::{Args, Parser, Subcommand};
+
+/// A distributed flock(1): run a command while holding a Redlock lock on N Redis masters.
+#[derive(Debug, Parser)]
+#[command(name = "ironlock", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand understands.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// A Redis node URL; repeat for every node (default: $IRONLOCK_NODES, a comma-separated
+    /// list, else $REDIS_URL, else redis://127.0.0.1:6379)
+    #[arg(long = "node", value_name = "URL", global = true)]
+    pub nodes: Vec<String>,
+
+    /// Prefix prepended to the resource name to form the Redis key
+    #[arg(long, value_name = "PREFIX", global = true, default_value = "")]
+    pub key_prefix: String,
+
+    /// Longest ttl allowed, and how long a restarted node stays out of the quorum
+    #[arg(long, value_name = "SECS", global = true, default_value_t = 60.0)]
+    pub max_ttl: f64,
+
+    /// Count "yes" votes of nodes that restarted less than max-ttl ago (only for nodes that
+    /// persist every write, e.g. `appendfsync always`, and for throw-away test nodes)
+    #[arg(long, global = true)]
+    pub no_restart_quarantine: bool,
+
+    /// Print nothing but what the command itself prints
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Also report every acquisition, extension failure and release with per-node votes
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+
+    /// Machine-readable output: one JSON object per line (see the README)
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Acquire RESOURCE, run a command while keeping the lock extended, then release it
+    Run(RunArgs),
+    /// Show who holds RESOURCE on each node and for how long
+    Status {
+        /// The resource name
+        resource: String,
+    },
+    /// Release RESOURCE where it still holds TOKEN (e.g. a lock left by a killed process)
+    Release {
+        /// The resource name
+        resource: String,
+        /// The lock's token (the IRONLOCK_TOKEN its command saw)
+        #[arg(long, value_name = "T")]
+        token: String,
+    },
+    /// Connect to every node and show version, uptime, quorum eligibility and latency
+    Check,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "ironlock run [OPTIONS] RESOURCE -- COMMAND [ARGS]...\n       ironlock run [OPTIONS] RESOURCE -c 'SHELL COMMAND'"
+)]
+pub struct RunArgs {
+    /// Lock time to live in seconds; the lock is extended while the command runs
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub ttl: f64,
+
+    /// Give up after waiting this many seconds (default: wait until acquired)
+    #[arg(short, long, value_name = "SECS", conflicts_with = "nonblock")]
+    pub wait: Option<f64>,
+
+    /// Try once; fail at once if the lock is held
+    #[arg(short, long)]
+    pub nonblock: bool,
+
+    /// Exit code when the lock is held elsewhere (or the wait timed out)
+    #[arg(
+        short = 'E',
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u8)
+    )]
+    pub conflict_exit_code: u8,
+
+    /// Acquire a fencing token and pass it as IRONLOCK_FENCE
+    #[arg(long)]
+    pub fencing: bool,
+
+    /// Seconds between SIGTERM and SIGKILL when the lock is lost
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub kill_grace: f64,
+
+    /// Run this command with /bin/sh -c
+    #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command")]
+    pub shell: Option<String>,
+
+    /// The resource to lock
+    pub resource: String,
+
+    /// The command and its arguments (after --)
+    #[arg(last = true, value_name = "COMMAND", required_unless_present = "shell")]
+    pub command: Vec<OsString>,
+}
+
+/// Where the node list comes from when no --node is given.
+pub fn default_nodes(
+    ironlock_nodes: Option<String>,
+    redis_url: Option<String>,
+) -> Result<Vec<String>, String> {
+    if let Some(list) = ironlock_nodes.filter(|s| !s.trim().is_empty()) {
+        let nodes: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
+        if nodes.iter().any(String::is_empty) {
+            return Err("IRONLOCK_NODES: empty entry in the comma-separated list".into());
+        }
+        return Ok(nodes);
+    }
+    if let Some(url) = redis_url.filter(|s| !s.trim().is_empty()) {
+        return Ok(vec![url.trim().to_owned()]);
+    }
+    Ok(vec!["redis://127.0.0.1:6379".to_owned()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn node_list_precedence() {
+        let s = |v: &str| Some(v.to_owned());
+        assert_eq!(
+            default_nodes(s("redis://a:1, redis://b:2"), s("redis://c:3")).unwrap(),
+            ["redis://a:1", "redis://b:2"]
+        );
+        assert_eq!(
+            default_nodes(None, s("redis://c:3")).unwrap(),
+            ["redis://c:3"]
+        );
+        assert_eq!(
+            default_nodes(s(" "), None).unwrap(),
+            ["redis://127.0.0.1:6379"]
+        );
+        assert!(default_nodes(s("redis://a:1,,redis://b:2"), None).is_err());
+    }
+
+    #[test]
+    fn run_takes_command_after_double_dash_or_shell() {
+        let cli =
+            Cli::try_parse_from(["ironlock", "run", "-n", "r", "--", "echo", "-n", "x"]).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert!(run.nonblock);
+        assert_eq!(run.command, ["echo", "-n", "x"]);
+        assert!(Cli::try_parse_from(["ironlock", "run", "r"]).is_err());
+        assert!(Cli::try_parse_from(["ironlock", "run", "r", "-c", "x", "--", "y"]).is_err());
+        assert!(Cli::try_parse_from(["ironlock", "run", "-n", "-w", "1", "r", "-c", "x"]).is_err());
+        let cli =
+            Cli::try_parse_from(["ironlock", "status", "r", "--node", "redis://h:1"]).unwrap();
+        assert_eq!(cli.global.nodes, ["redis://h:1"]);
+    }
+}

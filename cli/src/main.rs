@@ -1,0 +1,104 @@
+//! `ironlock`: a distributed flock(1) over the ironlock core. See the README section
+//! "Command line" for the options, the output formats and the exit codes.
+
+mod args;
+mod check;
+mod exit;
+mod output;
+mod run;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use ironlock::{Config, Error, duration_from_secs_f64};
+
+use crate::args::{Cli, Command, Global};
+use crate::output::Output;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap exits with 2 on usage errors; sysexits (and this tool) say 64.
+            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let out = Output::new(cli.global.quiet, cli.global.verbose, cli.global.json);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build();
+    let runtime = match runtime {
+        Ok(rt) => rt,
+        Err(e) => {
+            out.error(&format!("cannot start the async runtime: {e}"));
+            return ExitCode::from(exit::INTERNAL);
+        }
+    };
+    let code = runtime.block_on(dispatch(cli, &out));
+    // Reconnection and pub/sub tasks have nothing left to do; do not wait for them.
+    runtime.shutdown_background();
+    ExitCode::from(code)
+}
+
+async fn dispatch(cli: Cli, out: &Output) -> u8 {
+    let config = match config(&cli.global) {
+        Ok(c) => c,
+        Err(e) => return fail(out, &e, 1),
+    };
+    match cli.command {
+        Command::Run(args) => run::run(args, config, out).await,
+        Command::Status { resource } => {
+            status::status(&resource, &cli.global.key_prefix, config, out).await
+        }
+        Command::Release { resource, token } => {
+            status::release(&resource, &token, config, out).await
+        }
+        Command::Check => {
+            // Validated by `config` above.
+            let max_ttl = std::time::Duration::from_secs_f64(cli.global.max_ttl);
+            check::check(config, settings(&cli.global, max_ttl), out).await
+        }
+    }
+}
+
+/// The manager settings from the global options and the environment.
+fn config(global: &Global) -> Result<Config, Error> {
+    let nodes = if global.nodes.is_empty() {
+        args::default_nodes(
+            std::env::var("IRONLOCK_NODES").ok(),
+            std::env::var("REDIS_URL").ok(),
+        )
+        .map_err(|m| Error::new(ironlock::ErrorKind::InvalidArgument, m))?
+    } else {
+        global.nodes.clone()
+    };
+    let max_ttl = duration_from_secs_f64("--max-ttl", global.max_ttl)?;
+    Ok(settings(global, max_ttl)(nodes))
+}
+
+/// A configuration for any node list with the command line's settings.
+fn settings(global: &Global, max_ttl: std::time::Duration) -> impl Fn(Vec<String>) -> Config {
+    let prefix = global.key_prefix.clone();
+    let quarantine = !global.no_restart_quarantine;
+    move |nodes| {
+        Config::new(nodes)
+            .key_prefix(prefix.clone())
+            .max_ttl(max_ttl)
+            .restart_quarantine(quarantine)
+    }
+}
+
+/// Prints `err` (human text, or a JSON `error` event) and returns its exit code.
+fn fail(out: &Output, err: &Error, conflict: u8) -> u8 {
+    let code = exit::for_kind(err.kind(), conflict);
+    out.error(err.message());
+    if let Some(report) = err.report() {
+        out.info(&format!("{report}"));
+    }
+    out.event("error", output::error_json(err, code));
+    code
+}

@@ -1,0 +1,382 @@
+//! `ironlock run`: acquire, run the command while the lock is kept extended, stop the command if
+//! the lock is lost, release on every exit path, and exit with the command's status.
+
+use std::time::{Duration, Instant};
+
+use ironlock::{AcquireOptions, Config, Error, ErrorKind, Lock, LockManager, Vote};
+use serde_json::json;
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use crate::args::RunArgs;
+use crate::exit;
+use crate::output::{self, Output, millis, secs};
+
+/// Each acquire call waits at most this long, so the progress line gets fresh votes and a
+/// blocking wait is a bounded loop of bounded calls.
+const CHUNK: Duration = Duration::from_secs(1);
+/// How often the progress line's elapsed time is redrawn.
+const TICK: Duration = Duration::from_millis(200);
+/// Time given to the core's background release of an acquire interrupted by a signal (release
+/// waits at most one node timeout, 50 ms by default).
+const CANCEL_GRACE: Duration = Duration::from_millis(200);
+
+/// SIGINT, SIGTERM and SIGHUP, caught for the whole run: while waiting they end the wait, while
+/// the command runs they are forwarded to it.
+struct Signals {
+    int: Signal,
+    term: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        Ok(Signals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next caught signal's number.
+    async fn recv(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.int.recv() => libc::SIGINT,
+            _ = self.term.recv() => libc::SIGTERM,
+            _ = self.hup.recv() => libc::SIGHUP,
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGKILL => "SIGKILL",
+        _ => "signal",
+    }
+}
+
+/// Why no lock was taken.
+enum NotAcquired {
+    Failed(Error),
+    Interrupted(i32),
+}
+
+pub async fn run(args: RunArgs, config: Config, out: &Output) -> u8 {
+    let conflict = args.conflict_exit_code;
+    let fail = |e: &Error| crate::fail(out, e, conflict);
+    let durations = (|| {
+        Ok::<_, Error>((
+            ironlock::duration_from_secs_f64("--ttl", args.ttl)?,
+            args.wait
+                .map(|w| ironlock::duration_from_secs_f64("--wait", w))
+                .transpose()?,
+            ironlock::duration_from_secs_f64("--kill-grace", args.kill_grace)?,
+        ))
+    })();
+    let (ttl, wait, grace) = match durations {
+        Ok(d) => d,
+        Err(e) => return fail(&e),
+    };
+    let mut signals = match Signals::new() {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(&Error::new(
+                ErrorKind::Internal,
+                format!("cannot install signal handlers: {e}"),
+            ));
+        }
+    };
+    let manager = match LockManager::new(config).await {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
+    };
+    let started = Instant::now();
+    let lock = match acquire(&manager, &args, ttl, wait, &mut signals, out).await {
+        Ok(lock) => lock,
+        Err(NotAcquired::Failed(e)) => return fail(&e),
+        Err(NotAcquired::Interrupted(sig)) => {
+            out.error(&format!(
+                "{} while waiting for {:?}; nothing was run",
+                signal_name(sig),
+                args.resource
+            ));
+            out.event("interrupted", json!({"signal": signal_name(sig)}));
+            return (128 + sig) as u8;
+        }
+    };
+    let report = lock.report();
+    out.info(&format!(
+        "acquired {:?} in {} round(s) after {}: token {}, validity {}{} [{report}]",
+        args.resource,
+        report.rounds,
+        secs(started.elapsed()),
+        lock.token(),
+        secs(lock.validity()),
+        lock.fence()
+            .map(|f| format!(", fence {f}"))
+            .unwrap_or_default(),
+    ));
+    out.event(
+        "acquired",
+        json!({
+            "resource": args.resource,
+            "token": lock.token(),
+            "fence": lock.fence(),
+            "validity_ms": millis(lock.validity()),
+            "expiration_unix_ms": lock.expiration_unix_ms(),
+            "waited_ms": millis(started.elapsed()),
+            "report": output::report_json(&report),
+        }),
+    );
+
+    let code = supervise(&args, &lock, grace, &mut signals, out).await;
+
+    let released = lock.release().await;
+    out.event(
+        "released",
+        json!({
+            "held": released.held,
+            "deleted_on": released.deleted_on,
+            "report": output::report_json(&released.report),
+        }),
+    );
+    if released.held {
+        out.info(&format!(
+            "released {:?} on {} of {} nodes",
+            args.resource,
+            released.deleted_on,
+            released.report.nodes.len()
+        ));
+    } else if code != exit::LOST {
+        out.error(&format!(
+            "warning: {:?} was no longer held by a quorum at release ({} of {} nodes still had our token) [{}]",
+            args.resource,
+            released.deleted_on,
+            released.report.nodes.len(),
+            released.report
+        ));
+    }
+    code
+}
+
+/// Acquires in bounded chunks until granted, the wait runs out, or a signal arrives.
+async fn acquire(
+    manager: &LockManager,
+    args: &RunArgs,
+    ttl: Duration,
+    wait: Option<Duration>,
+    signals: &mut Signals,
+    out: &Output,
+) -> Result<Lock, NotAcquired> {
+    let resources = [args.resource.as_str()];
+    let started = Instant::now();
+    let deadline = wait.map(|w| started + w);
+    let mut last_votes: Option<String> = None;
+    let mut ticker = tokio::time::interval(TICK);
+    loop {
+        let options = if args.nonblock {
+            AcquireOptions::try_once()
+        } else {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            AcquireOptions::wait(left.map_or(CHUNK, |l| l.min(CHUNK)))
+        }
+        .fencing(args.fencing);
+        // Boxed so that it can be dropped (cancelled) before the pause below.
+        let mut attempt = Box::pin(manager.acquire_with(&resources, ttl, options));
+        let result = loop {
+            tokio::select! {
+                r = &mut attempt => break r,
+                _ = ticker.tick() => {
+                    if let Some(votes) = &last_votes {
+                        out.progress(&format!(
+                            "ironlock: waiting for {:?}: {} (last round: {votes}; quorum {})",
+                            args.resource,
+                            secs(started.elapsed()),
+                            manager.quorum(),
+                        ));
+                    }
+                }
+                sig = signals.recv() => {
+                    // Dropping the attempt makes the core release whatever it set, in the
+                    // background; give that a moment before the process exits.
+                    drop(attempt);
+                    tokio::time::sleep(CANCEL_GRACE).await;
+                    out.clear_progress();
+                    return Err(NotAcquired::Interrupted(sig));
+                }
+            }
+        };
+        let err = match result {
+            Ok(lock) => {
+                out.clear_progress();
+                return Ok(lock);
+            }
+            Err(e) => e,
+        };
+        let retryable = matches!(err.kind(), ErrorKind::Contended | ErrorKind::Unavailable);
+        let timed_out = args.nonblock || deadline.is_some_and(|d| Instant::now() >= d);
+        // Waiting without a deadline is for a busy lock or a quorum that is coming back; when not
+        // one node answers at all, waiting forever in silence would only hide a wrong --node.
+        let nobody_answered = err.report().is_some_and(|r| {
+            r.nodes
+                .iter()
+                .all(|n| matches!(n.vote, Vote::Error | Vote::Timeout))
+        });
+        let hopeless =
+            deadline.is_none() && err.kind() == ErrorKind::Unavailable && nobody_answered;
+        if !retryable || timed_out || hopeless {
+            out.clear_progress();
+            return Err(NotAcquired::Failed(err));
+        }
+        let votes = err
+            .report()
+            .map(output::votes_summary)
+            .unwrap_or_else(|| "no votes".to_owned());
+        if last_votes.is_none() {
+            out.info(&format!("{:?} is busy ({votes}); waiting", args.resource));
+        }
+        out.event(
+            "waiting",
+            json!({
+                "resource": args.resource,
+                "elapsed_ms": millis(started.elapsed()),
+                "kind": err.kind().code(),
+                "report": err.report().map(output::report_json),
+            }),
+        );
+        last_votes = Some(votes);
+    }
+}
+
+/// Runs the command while the lock is kept alive; returns the exit code of `ironlock run`.
+async fn supervise(
+    args: &RunArgs,
+    lock: &Lock,
+    grace: Duration,
+    signals: &mut Signals,
+    out: &Output,
+) -> u8 {
+    let mut child = match spawn(args, lock) {
+        Ok(c) => c,
+        Err((code, message)) => {
+            out.error(&message);
+            out.event(
+                "error",
+                json!({"kind": "SPAWN", "message": message, "exit_code": code}),
+            );
+            return code;
+        }
+    };
+    let pid = child.id().map(|p| p as i32);
+    out.event("started", json!({"pid": pid}));
+    let keeper = lock.keep_alive();
+    let mut lost = false;
+    let mut kill_at: Option<tokio::time::Instant> = None;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            _ = lock.lost(), if !lost => {
+                lost = true;
+                out.error(&format!(
+                    "lost the lock on {:?} while the command ran; sending SIGTERM{}",
+                    args.resource,
+                    if grace.is_zero() { String::new() } else {
+                        format!(", SIGKILL in {}", secs(grace))
+                    },
+                ));
+                out.event("lost", json!({
+                    "resource": args.resource,
+                    "report": output::report_json(&lock.report()),
+                }));
+                send(pid, libc::SIGTERM);
+                kill_at = Some(tokio::time::Instant::now() + grace);
+            }
+            _ = sleep_until(kill_at) => {
+                kill_at = None;
+                out.event("killed", json!({"signal": "SIGKILL"}));
+                let _ = child.start_kill();
+            }
+            sig = signals.recv() => {
+                out.info(&format!("forwarding {} to the command", signal_name(sig)));
+                out.event("signal", json!({"signal": signal_name(sig), "forwarded_to": pid}));
+                send(pid, sig);
+            }
+        }
+    };
+    keeper.stop();
+    let (code, exit_code, signal) = match status {
+        Ok(s) => {
+            use std::os::unix::process::ExitStatusExt;
+            (exit::for_child(s.code(), s.signal()), s.code(), s.signal())
+        }
+        Err(e) => {
+            out.error(&format!("cannot wait for the command: {e}"));
+            (exit::INTERNAL, None, None)
+        }
+    };
+    let code = if lost { exit::LOST } else { code };
+    out.event(
+        "exited",
+        json!({"code": exit_code, "signal": signal, "lost": lost, "exit_code": code}),
+    );
+    code
+}
+
+/// Resolves at `at`, or never when there is nothing scheduled.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends `sig` to the child (still unreaped, so its pid cannot have been reused).
+fn send(pid: Option<i32>, sig: i32) {
+    if let Some(pid) = pid {
+        // SAFETY: kill(2) has no memory effects; the pid is our own unreaped child.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// Starts the command with the lock's details in its environment.
+fn spawn(args: &RunArgs, lock: &Lock) -> Result<Child, (u8, String)> {
+    let (mut cmd, shown) = match &args.shell {
+        Some(script) => {
+            let mut c = Command::new("/bin/sh");
+            c.arg("-c").arg(script);
+            (c, "/bin/sh".to_owned())
+        }
+        None => {
+            let (program, rest) = args
+                .command
+                .split_first()
+                .ok_or((exit::USAGE, "no command given".to_owned()))?;
+            let mut c = Command::new(program);
+            c.args(rest);
+            (c, program.to_string_lossy().into_owned())
+        }
+    };
+    cmd.env("IRONLOCK_RESOURCE", &args.resource)
+        .env("IRONLOCK_TOKEN", lock.token())
+        .env(
+            "IRONLOCK_VALIDITY_MS",
+            lock.validity().as_millis().to_string(),
+        );
+    match lock.fence() {
+        Some(f) => cmd.env("IRONLOCK_FENCE", f.to_string()),
+        // Not inherited from an outer `ironlock run`: it would name someone else's lock.
+        None => cmd.env_remove("IRONLOCK_FENCE"),
+    };
+    cmd.spawn().map_err(|e| {
+        let code = match e.kind() {
+            std::io::ErrorKind::NotFound => exit::NOT_FOUND,
+            _ => exit::NOT_EXECUTABLE,
+        };
+        (code, format!("cannot run {shown:?}: {e}"))
+    })
+}
