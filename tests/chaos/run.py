@@ -1,0 +1,803 @@
+#!/usr/bin/env python3
+"""ironlock chaos suite: K worker processes contend for ONE resource on real redis-server nodes
+while a nemesis injects faults; a checker then looks for two holders at once.
+
+    python tests/chaos/run.py [--only NAME[,NAME...]] [--seconds S] [--list]
+
+Stdlib only (the workers use the ironlock package, the C library or the Node package). Prints
+one markdown table with a row per scenario and exits non-zero if any pass criterion fails.
+Every process it starts is stopped, and every iptables rule it adds is removed, on every exit
+path (normal end, exception, Ctrl-C, SIGTERM).
+"""
+
+import argparse
+import atexit
+import json
+import os
+import random
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from resp import Resp  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+BUILD = REPO / "target" / "chaos"
+HARNESS = os.environ.get("IRONLOCK_HARNESS", str(REPO / "target" / "debug" / "ironlock-harness"))
+LIBDIR = Path(os.environ.get("IRONLOCK_LIBDIR", str(REPO / "target" / "debug")))
+TAG = "ironlock-chaos-%d" % os.getpid()
+MARGIN_MS = 100  # a worker stops working this long before its validity ends
+
+
+def log(msg: str) -> None:
+    print("[chaos %7.2f] %s" % (time.monotonic() % 10000, msg), file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- process hygiene
+
+class Cleanup:
+    """Callbacks run once, last-registered first, from finally blocks and atexit."""
+
+    def __init__(self) -> None:
+        self.items: List[Callable[[], None]] = []
+        self.lock = threading.Lock()
+
+    def add(self, fn: Callable[[], None]) -> Callable[[], None]:
+        with self.lock:
+            self.items.append(fn)
+        return fn
+
+    def run(self, fn: Callable[[], None]) -> None:
+        with self.lock:
+            if fn not in self.items:
+                return
+            self.items.remove(fn)
+        try:
+            fn()
+        except Exception as e:  # cleanup must go on
+            log("cleanup error: %r" % e)
+
+    def run_all(self) -> None:
+        while True:
+            with self.lock:
+                if not self.items:
+                    return
+                fn = self.items[-1]
+            self.run(fn)
+
+
+CLEANUP = Cleanup()
+atexit.register(CLEANUP.run_all)
+
+
+def _terminate(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def kill_proc(p: "subprocess.Popen[Any]") -> None:
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # the worker and anything it started
+        except OSError:
+            p.kill()
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class Harness:
+    """An ironlock-harness process: N redis-server nodes driven over its stdin protocol."""
+
+    def __init__(self, n: int, extra: Sequence[str] = (), env: Optional[Dict[str, str]] = None):
+        args = [HARNESS, "--nodes", str(n)]
+        if extra:
+            args += ["--", *extra]
+        self.p = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
+            start_new_session=True,
+        )
+        self._cleanup = CLEANUP.add(self._close)
+        info = json.loads(self._readline(30))
+        self.ports: List[int] = info["ports"]
+        self.urls: List[str] = info["urls"]
+        self.lock = threading.Lock()
+
+    def _readline(self, timeout: float) -> str:
+        assert self.p.stdout is not None
+        ready, _, _ = select.select([self.p.stdout], [], [], timeout)
+        if not ready:
+            raise RuntimeError("harness did not answer within %.0f s" % timeout)
+        line = self.p.stdout.readline()
+        if not line:
+            raise RuntimeError("harness exited (code %s)" % self.p.poll())
+        return line.strip()
+
+    def send(self, cmd: str, timeout: float = 20) -> str:
+        with self.lock:
+            assert self.p.stdin is not None
+            self.p.stdin.write(cmd + "\n")
+            self.p.stdin.flush()
+            answer = self._readline(timeout)
+        if answer.startswith("error:"):
+            raise RuntimeError("harness %r: %s" % (cmd, answer))
+        return answer
+
+    def _close(self) -> None:
+        try:
+            if self.p.poll() is None and self.p.stdin is not None:
+                self.p.stdin.write("quit\n")
+                self.p.stdin.close()  # the harness kills every node when stdin closes
+                self.p.wait(timeout=10)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+        kill_proc(self.p)
+
+    def close(self) -> None:
+        CLEANUP.run(self._cleanup)
+
+
+class Firewall:
+    """iptables DROP rules on loopback ports, tagged with a comment and always removed."""
+
+    def __init__(self) -> None:
+        self.ok = self._probe()
+        self.active: Dict[int, bool] = {}
+        self.lock = threading.Lock()
+        if self.ok:
+            CLEANUP.add(self.heal_all)
+            CLEANUP.add(self.sweep)  # runs after heal_all: removes anything left with our tag
+            self.sweep(stale_only=True)
+
+    @staticmethod
+    def _probe() -> bool:
+        if os.environ.get("CHAOS_NO_IPTABLES") == "1" or not shutil.which("iptables"):
+            return False
+        r = subprocess.run(["iptables", "-w", "-L", "INPUT", "-n"], capture_output=True)
+        return r.returncode == 0
+
+    @staticmethod
+    def _rules(port: int) -> List[List[str]]:
+        return [
+            ["INPUT", "-i", "lo", "-p", "tcp", "--dport", str(port),
+             "-m", "comment", "--comment", TAG, "-j", "DROP"],
+            ["INPUT", "-i", "lo", "-p", "tcp", "--sport", str(port),
+             "-m", "comment", "--comment", TAG, "-j", "DROP"],
+        ]
+
+    def isolate(self, port: int) -> None:
+        with self.lock:
+            if self.active.get(port):
+                return
+            self.active[port] = True
+            for rule in self._rules(port):
+                subprocess.run(["iptables", "-w", "-I", *rule], check=True)
+
+    def heal(self, port: int) -> None:
+        with self.lock:
+            if not self.active.pop(port, False):
+                return
+            for rule in self._rules(port):
+                subprocess.run(["iptables", "-w", "-D", *rule], capture_output=True)
+
+    def heal_all(self) -> None:
+        for port in list(self.active):
+            self.heal(port)
+
+    def sweep(self, stale_only: bool = False) -> None:
+        """Deletes our tagged rules; with stale_only, those of earlier runs whose process is gone."""
+        out = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if not line.startswith("-A ") or "ironlock-chaos-" not in line:
+                continue
+            words = line.split()
+            tag = next((w.strip('"') for w in words if w.strip('"').startswith("ironlock-chaos-")), "")
+            if stale_only:
+                pid = tag.rsplit("-", 1)[-1]
+                if not pid.isdigit() or Path("/proc/%s" % pid).exists():
+                    continue
+            elif tag != TAG:
+                continue
+            subprocess.run(["iptables", "-w", "-D", *line.split()[1:]], capture_output=True)
+
+
+# --------------------------------------------------------------------------- builds
+
+def build_shim() -> Path:
+    """Compiles the LD_PRELOAD clock shim and a redis-server wrapper that preloads it."""
+    BUILD.mkdir(parents=True, exist_ok=True)
+    so = BUILD / "clockshim.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(so),
+                    str(HERE / "clockshim.c"), "-ldl", "-lpthread"], check=True)
+    real = os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
+    if not real:
+        raise RuntimeError("redis-server not found")
+    wrapper = BUILD / "redis-server-clock"
+    # Each node reads its own control file, named after its port (clock-PORT).
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "port=0\nprev=\n"
+        'for a in "$@"; do [ "$prev" = "--port" ] && port=$a; prev=$a; done\n'
+        'IRONLOCK_CHAOS_CLOCK_FILE="$CHAOS_CLOCK_DIR/clock-$port" LD_PRELOAD=%s exec %s "$@"\n'
+        % (so, real)
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def build_c_worker() -> Path:
+    BUILD.mkdir(parents=True, exist_ok=True)
+    exe = BUILD / "worker_c"
+    subprocess.run(["cc", "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
+                    str(HERE / "worker.c"), "-I", str(REPO / "include"), "-L", str(LIBDIR),
+                    "-Wl,-rpath," + str(LIBDIR), "-lironlock"], check=True)
+    return exe
+
+
+# --------------------------------------------------------------------------- scenarios
+
+@dataclass
+class Ctx:
+    """What a nemesis sees."""
+    h: Harness
+    fw: Firewall
+    rng: random.Random
+    end: float
+    stop: threading.Event
+    workers: List["subprocess.Popen[Any]"]
+    clock_dir: Path
+    events: Dict[str, int] = field(default_factory=dict)
+    note: str = ""
+
+    def sleep(self, s: float) -> bool:
+        """Sleeps s seconds or until the fault phase ends; False once it has ended."""
+        left = self.end - time.monotonic()
+        if left <= 0 or self.stop.is_set():
+            return False
+        self.stop.wait(min(s, left))
+        return time.monotonic() < self.end and not self.stop.is_set()
+
+    def count(self, what: str) -> None:
+        self.events[what] = self.events.get(what, 0) + 1
+
+    def isolate(self, i: int) -> None:
+        if self.fw.ok:
+            self.fw.isolate(self.h.ports[i])
+        else:
+            self.h.send("pause %d" % i)
+        self.count("isolations" if self.fw.ok else "isolations(SIGSTOP)")
+
+    def heal(self, i: int) -> None:
+        if self.fw.ok:
+            self.fw.heal(self.h.ports[i])
+        else:
+            self.h.send("resume %d" % i)
+
+    def restart(self, i: int) -> None:
+        self.h.send("restart %d" % i)
+        self.count("restarts")
+
+    def set_clock(self, i: int, rate: float, offset: float) -> None:
+        tmp = self.clock_dir / ("tmp-%d" % self.h.ports[i])
+        tmp.write_text("%r %r\n" % (rate, offset))
+        tmp.replace(self.clock_dir / ("clock-%d" % self.h.ports[i]))
+
+
+def nem_none(ctx: Ctx) -> None:
+    while ctx.sleep(60):
+        pass
+
+
+def nem_kill_restart(ctx: Ctx) -> None:
+    """kill -9 + immediate restart of one random node at a time, repeatedly. Gaps alternate:
+    0.3 s (two nodes lose their keys within one lock's life) and 3.8 s (longer than the
+    restart quarantine, so the quarantined scenario regains a quorum in between)."""
+    n = len(ctx.h.ports)
+    last = -1
+    gaps = [0.3, 3.8]
+    k = 0
+    if not ctx.sleep(1.0):
+        return
+    while True:
+        node = ctx.rng.choice([i for i in range(n) if i != last])
+        ctx.restart(node)
+        last = node
+        if not ctx.sleep(gaps[k % 2]):
+            return
+        k += 1
+
+
+def nem_rolling(ctx: Ctx) -> None:
+    """Rolling restart of every node (0.4 s apart), then 4.5 s of calm, repeatedly."""
+    n = len(ctx.h.ports)
+    if not ctx.sleep(1.0):
+        return
+    while True:
+        for i in range(n):
+            ctx.restart(i)
+            if not ctx.sleep(0.4):
+                return
+        if not ctx.sleep(4.5):
+            return
+
+
+def nem_isolate_then_restart(ctx: Ctx) -> None:
+    """A node isolated (iptables DROP) for 2.5 s, healed, then ANOTHER node restarted: the
+    healed node never saw the current holder's key and the restarted one forgot it."""
+    n = len(ctx.h.ports)
+    if not ctx.sleep(0.8):
+        return
+    while True:
+        a = ctx.rng.randrange(n)
+        ctx.isolate(a)
+        try:
+            ok = ctx.sleep(2.5)
+        finally:
+            ctx.heal(a)
+        if not ok or not ctx.sleep(0.3):
+            return
+        ctx.restart(ctx.rng.choice([i for i in range(n) if i != a]))
+        if not ctx.sleep(4.0):
+            return
+
+
+def nem_node_sigstop(ctx: Ctx) -> None:
+    """One node at a time SIGSTOPped for 2.5 s (longer than the 1 s ttl), then resumed."""
+    n = len(ctx.h.ports)
+    i = 0
+    if not ctx.sleep(0.8):
+        return
+    while True:
+        node = i % n
+        ctx.h.send("pause %d" % node)
+        ctx.count("sigstops")
+        try:
+            ok = ctx.sleep(2.5)
+        finally:
+            ctx.h.send("resume %d" % node)
+        if not ok or not ctx.sleep(0.8):
+            return
+        i += 1
+
+
+def nem_stall(ctx: Ctx) -> None:
+    """Alternately `DEBUG SLEEP 2` and `CLIENT PAUSE 2000 ALL` on one node at a time."""
+    n = len(ctx.h.ports)
+    i = 0
+    if not ctx.sleep(0.8):
+        return
+    while True:
+        node = i % n
+        conn = Resp(ctx.h.ports[node], timeout=10)
+        try:
+            if i % 2 == 0:
+                conn.command("DEBUG", "SLEEP", "2")  # blocks this thread for the 2 s
+                ctx.count("debug_sleeps")
+            else:
+                conn.command("CLIENT", "PAUSE", "2000", "ALL")
+                ctx.count("client_pauses")
+                if not ctx.sleep(2.0):
+                    conn.command("CLIENT", "UNPAUSE")
+                    return
+        finally:
+            conn.close()
+        if not ctx.sleep(0.8):
+            return
+        i += 1
+
+
+def nem_flaky(ctx: Ctx) -> None:
+    """Flaky partitions: 1 or 2 random nodes cut off for 0.2-1.5 s, 0.1-0.8 s apart."""
+    n = len(ctx.h.ports)
+    if not ctx.sleep(0.5):
+        return
+    while True:
+        cut = ctx.rng.sample(range(n), ctx.rng.choice([1, 2]))
+        for i in cut:
+            ctx.isolate(i)
+        try:
+            ok = ctx.sleep(ctx.rng.uniform(0.2, 1.5))
+        finally:
+            for i in cut:
+                ctx.heal(i)
+        if not ok or not ctx.sleep(ctx.rng.uniform(0.1, 0.8)):
+            return
+
+
+def nem_worker_pause(ctx: Ctx) -> None:
+    """Workers configured with CHAOS_SELF_STOP SIGSTOP themselves inside their critical section
+    (right after the referee INCR, before the work and the fenced write); they are resumed
+    2.5 s later (the ttl is 1 s) — a GC pause after the grant."""
+    stopped: Dict[int, float] = {}
+    try:
+        while ctx.sleep(0.02):
+            for w in ctx.workers:
+                if w.pid in stopped:
+                    if time.monotonic() - stopped[w.pid] >= 2.5:
+                        os.kill(w.pid, signal.SIGCONT)
+                        stopped[w.pid] = float("inf")
+                    continue
+                try:
+                    state = Path("/proc/%d/stat" % w.pid).read_text().rsplit(")", 1)[1].split()[0]
+                except (OSError, IndexError):
+                    continue
+                if state == "T":
+                    stopped[w.pid] = time.monotonic()
+                    ctx.count("worker_sigstops")
+    finally:
+        for w in ctx.workers:
+            if w.poll() is None:
+                os.kill(w.pid, signal.SIGCONT)
+
+
+def nem_clock_fast(ctx: Ctx) -> None:
+    """Node 0's wall clock runs 4x fast (its keys expire after a quarter of their ttl)."""
+    ctx.set_clock(0, 4.0, 0.0)
+    ctx.count("fast_clocks")
+    try:
+        while ctx.sleep(60):
+            pass
+    finally:
+        ctx.set_clock(0, 1.0, 0.0)
+
+
+def nem_clock_jump(ctx: Ctx) -> None:
+    """The wall clocks of a majority (nodes 0 and 1 of 3) jump 60 s forward every 1.5 s: every
+    key on them expires at once, while the holder's validity (client monotonic clock) runs on."""
+    offset = 0.0
+    if not ctx.sleep(1.0):
+        return
+    while True:
+        offset += 60.0
+        for i in (0, 1):
+            ctx.set_clock(i, 1.0, offset)
+        ctx.count("clock_jumps")
+        if not ctx.sleep(1.5):
+            return
+
+
+@dataclass
+class Scenario:
+    name: str
+    nemesis: Callable[[Ctx], None]
+    kind: str  # safe | must_fail | overrun | report
+    expect: str
+    langs: Sequence[str] = ("py",) * 6
+    nodes: int = 3
+    quarantine: bool = True
+    ttl_ms: int = 1000
+    hold_ms: int = 100
+    max_ttl_ms: int = 2000
+    seconds: float = 12.0
+    debug: bool = False
+    clock: bool = False
+    self_stop: Dict[int, int] = field(default_factory=dict)  # worker index -> acquisition no.
+
+
+SAFE = "0 strict violations, 0 referee hits"
+MUST_FAIL = "quarantine off: strict violations > 0 (the suite can fail)"
+
+# Restart scenarios hold the lock for most of its ttl so that a fault during a hold is likely.
+RESTART = dict(ttl_ms=2000, hold_ms=1700, max_ttl_ms=2000, seconds=14.0)
+
+
+def scenarios() -> List[Scenario]:
+    mixed = ("py", "py", "c", "c", "node", "node")
+    return [
+        Scenario("control", nem_none, "safe", SAFE),
+        Scenario("control-c", nem_none, "safe", SAFE + " (C library workers)", langs=("c",) * 6),
+        Scenario("control-node", nem_none, "safe", SAFE + " (Node workers)",
+                 langs=("node",) * 6),
+        Scenario("kill-restart", nem_kill_restart, "safe", SAFE, **RESTART),
+        Scenario("kill-restart", nem_kill_restart, "must_fail", MUST_FAIL, quarantine=False,
+                 **RESTART),
+        Scenario("kill-restart-mixed", nem_kill_restart, "safe",
+                 SAFE + " (2 Python + 2 C + 2 Node workers)", langs=mixed, **RESTART),
+        Scenario("rolling-restart", nem_rolling, "safe", SAFE, **RESTART),
+        Scenario("rolling-restart", nem_rolling, "must_fail", MUST_FAIL, quarantine=False,
+                 **RESTART),
+        Scenario("isolate-heal-restart", nem_isolate_then_restart, "safe", SAFE, **RESTART),
+        Scenario("isolate-heal-restart", nem_isolate_then_restart, "must_fail", MUST_FAIL,
+                 quarantine=False, **RESTART),
+        Scenario("node-sigstop", nem_node_sigstop, "safe", SAFE, hold_ms=300),
+        Scenario("node-stall", nem_stall, "safe", SAFE, hold_ms=300, debug=True),
+        Scenario("flaky-partitions", nem_flaky, "safe", SAFE, nodes=5, hold_ms=200),
+        Scenario("worker-pause", nem_worker_pause, "overrun",
+                 "overruns > 0 but 0 strict violations; fenced writes reject the stale holder",
+                 langs=("py",) * 4, hold_ms=150, self_stop={0: 2, 1: 5}),
+        Scenario("clock-fast", nem_clock_fast, "report",
+                 "reported only: one node's clock 4x fast (a minority; tolerated)",
+                 hold_ms=600, clock=True),
+        Scenario("clock-jump", nem_clock_jump, "report",
+                 "reported only: a majority's clocks jump; violations expected, "
+                 "outside what a client can prevent", hold_ms=600, clock=True),
+    ]
+
+
+# --------------------------------------------------------------------------- checker
+
+def check(records: List[Dict[str, Any]]) -> Dict[str, int]:
+    """strict: two holders' [enter, min(leave, deadline)] overlap; overrun: their [enter, leave]
+    overlap but only after a validity ran out. Counted per pair of acquisitions."""
+    recs = sorted(records, key=lambda r: r["enter"])
+    strict = overrun = 0
+    for i, a in enumerate(recs):
+        a_valid_end = min(a["leave"], a["deadline"])
+        for b in recs[i + 1:]:
+            if b["enter"] >= a["leave"]:
+                break
+            if b["enter"] < a_valid_end and b["enter"] < min(b["leave"], b["deadline"]):
+                strict += 1
+            else:
+                overrun += 1
+    tokens = [r["token"] for r in recs]
+    fences = [r.get("fence") for r in recs]
+    regressions = sum(1 for f in fences if not isinstance(f, int))
+    prev = None
+    for f in fences:
+        if isinstance(f, int):
+            if prev is not None and f <= prev:
+                regressions += 1
+            prev = f
+    return {
+        "acquisitions": len(recs),
+        "strict": strict,
+        "overrun": overrun,
+        "referee": sum(1 for r in recs if "referee" in r and r["referee"] != 1),
+        "duplicates": len(tokens) - len(set(tokens)),
+        "regressions": regressions,
+        "rejections": sum(1 for r in recs if r.get("fenced_write") == 0),
+    }
+
+
+def verdict(sc: Scenario, c: Dict[str, int]) -> List[str]:
+    """The failed criteria (empty = pass)."""
+    bad = []
+    if c["duplicates"]:
+        bad.append("duplicate tokens")
+    if sc.kind in ("safe", "overrun") and c["regressions"]:
+        bad.append("fence regressions")
+    if sc.kind == "safe":
+        if c["strict"]:
+            bad.append("strict violations")
+        if c["referee"]:
+            bad.append("referee hits")
+        if c["acquisitions"] < 3:
+            bad.append("fewer than 3 acquisitions")
+    elif sc.kind == "must_fail":
+        if not c["strict"]:
+            bad.append("no violation shown")
+    elif sc.kind == "overrun":
+        if c["strict"]:
+            bad.append("strict violations")
+        if not c["overrun"]:
+            bad.append("no overrun shown")
+        if not c["rejections"]:
+            bad.append("no fenced rejection")
+    return bad
+
+
+# --------------------------------------------------------------------------- one scenario
+
+def worker_cmd(lang: str, c_worker: Optional[Path]) -> List[str]:
+    if lang == "py":
+        return [sys.executable, str(HERE / "worker.py")]
+    if lang == "c":
+        assert c_worker is not None
+        return [str(c_worker)]
+    if lang == "node":
+        return ["node", str(HERE / "worker.mjs")]
+    raise ValueError(lang)
+
+
+def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: Firewall,
+                 shim: Optional[Path], c_worker: Optional[Path], seed: int) -> Dict[str, Any]:
+    dur = seconds if seconds is not None else sc.seconds
+    label = "%s/%s" % (sc.name, "on" if sc.quarantine else "off")
+    run_dir = BUILD / "runs" / ("%s-%d" % (label.replace("/", "-"), os.getpid()))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    env = dict(os.environ)
+    extra: List[str] = []
+    if sc.debug:
+        extra += ["--enable-debug-command", "yes"]
+    if sc.clock:
+        assert shim is not None
+        env["REDIS_SERVER"] = str(shim)
+        env["CHAOS_CLOCK_DIR"] = str(run_dir)
+    log("scenario %s: %d nodes, %d workers, ttl %d ms, hold %d ms, %.0f s"
+        % (label, sc.nodes, len(sc.langs), sc.ttl_ms, sc.hold_ms, dur))
+    h = Harness(sc.nodes, extra, env)
+    workers: List["subprocess.Popen[Any]"] = []
+    stop = threading.Event()
+    nem_thread: Optional[threading.Thread] = None
+    nem_error: List[BaseException] = []
+    try:
+        if sc.quarantine:
+            # Fresh nodes are quarantined for max_ttl + drift + 1 s: let them age past it.
+            max_ttl = sc.max_ttl_ms / 1000.0
+            time.sleep(max_ttl * 1.01 + 0.002 + 1.0 + 0.4)
+        key = "chaos:%s:%d:%d" % (label, os.getpid(), time.time_ns())
+        start = time.monotonic() + 1.0  # workers need a moment to start and connect
+        end = start + dur
+        for idx, lang in enumerate(sc.langs):
+            wenv = dict(os.environ)
+            wenv.update({
+                "CHAOS_WORKER": str(idx),
+                "CHAOS_NODES": ",".join(h.urls),
+                "CHAOS_RESOURCE": key,
+                "CHAOS_TTL_MS": str(sc.ttl_ms),
+                "CHAOS_HOLD_MS": str(sc.hold_ms),
+                "CHAOS_WAIT_MS": "1000",
+                "CHAOS_MARGIN_MS": str(MARGIN_MS),
+                "CHAOS_MAX_TTL_MS": str(sc.max_ttl_ms),
+                "CHAOS_QUARANTINE": "1" if sc.quarantine else "0",
+                "CHAOS_NODE_TIMEOUT_MS": "50",
+                "CHAOS_REFEREE_PORT": str(referee.ports[0]),
+                "CHAOS_COUNTER_KEY": key + ":counter",
+                "CHAOS_FENCE_KEY": key + ":fenced",
+                "CHAOS_START_MONO": repr(start),
+                "CHAOS_END_MONO": repr(end),
+                "CHAOS_SELF_STOP": str(sc.self_stop.get(idx, 0)),
+                "CHAOS_LOG": str(run_dir / ("worker-%d.jsonl" % idx)),
+            })
+            p = subprocess.Popen(worker_cmd(lang, c_worker), env=wenv, cwd=str(HERE),
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+            workers.append(p)
+            CLEANUP.add(lambda p=p: kill_proc(p))
+        ctx = Ctx(h, fw, random.Random(seed), end, stop, workers, run_dir)
+
+        def nemesis() -> None:
+            try:
+                wait = start - time.monotonic()
+                if wait > 0:
+                    stop.wait(wait)
+                sc.nemesis(ctx)
+            except BaseException as e:  # reported after the run
+                nem_error.append(e)
+
+        nem_thread = threading.Thread(target=nemesis, name="nemesis", daemon=True)
+        nem_thread.start()
+        limit = end + sc.ttl_ms / 1000.0 + 15.0
+        while time.monotonic() < limit and any(w.poll() is None for w in workers):
+            time.sleep(0.1)
+        stop.set()
+        nem_thread.join(timeout=15)
+        hung = [w.pid for w in workers if w.poll() is None]
+    finally:
+        stop.set()
+        if nem_thread is not None:
+            nem_thread.join(timeout=15)
+        fw.heal_all()
+        for w in workers:
+            if w.poll() is None:
+                try:
+                    os.kill(w.pid, signal.SIGCONT)
+                except OSError:
+                    pass
+            kill_proc(w)
+        h.close()
+    records: List[Dict[str, Any]] = []
+    summaries = 0
+    worker_errors: Dict[str, int] = {}
+    for idx in range(len(sc.langs)):
+        path = run_dir / ("worker-%d.jsonl" % idx)
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if rec.get("summary"):
+                summaries += 1
+                for k, v in rec.get("errors", {}).items():
+                    worker_errors[k] = worker_errors.get(k, 0) + v
+            else:
+                records.append(rec)
+    c = check(records)
+    bad = verdict(sc, c)
+    if nem_error:
+        bad.append("nemesis error: %r" % (nem_error[0],))
+    if hung:
+        bad.append("%d worker(s) did not finish" % len(hung))
+    codes = [w.returncode for w in workers]
+    if summaries != len(sc.langs) or any(code != 0 for code in codes):
+        bad.append("worker exit codes %s, %d/%d summaries" % (codes, summaries, len(sc.langs)))
+    faults = ", ".join("%d %s" % (v, k) for k, v in sorted(ctx.events.items())) or "none"
+    res = {
+        "scenario": sc.name, "quarantine": "on" if sc.quarantine else "off",
+        "langs": "+".join(sorted(set(sc.langs))), "workers": len(sc.langs), "nodes": sc.nodes,
+        "seconds": dur, "faults": faults, "worker_errors": worker_errors,
+        "kind": sc.kind, "expect": sc.expect, "failed": bad, **c,
+        "acq_per_s": c["acquisitions"] / dur,
+    }
+    log("  -> %s" % json.dumps({k: res[k] for k in (
+        "acquisitions", "strict", "overrun", "referee", "duplicates", "regressions",
+        "rejections", "faults", "worker_errors", "failed")}))
+    return res
+
+
+def table(results: List[Dict[str, Any]]) -> str:
+    head = ["scenario", "workers", "quarantine", "faults injected", "acquisitions", "acq/s",
+            "strict violations", "overruns", "referee hits", "duplicate tokens",
+            "fence regressions", "fenced rejections", "result", "expectation"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        result = "pass" if not r["failed"] else "FAIL: " + "; ".join(r["failed"])
+        if r["kind"] == "report" and not r["failed"]:
+            result = "reported"
+        rows.append("| " + " | ".join(str(x) for x in [
+            r["scenario"], "%d %s" % (r["workers"], r["langs"]), r["quarantine"], r["faults"],
+            r["acquisitions"], "%.1f" % r["acq_per_s"], r["strict"], r["overrun"],
+            r["referee"], r["duplicates"], r["regressions"], r["rejections"], result,
+            r["expect"]]) + " |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", help="comma-separated scenario names (all by default)")
+    ap.add_argument("--seconds", type=float, help="fault phase per scenario (default: each own)")
+    ap.add_argument("--seed", type=int, default=int(os.environ.get("CHAOS_SEED", "7")))
+    ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    ap.add_argument("--json", help="also write the results as JSON to this file")
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    chosen = scenarios()
+    if args.list:
+        for sc in chosen:
+            print("%-22s quarantine %-3s %s" % (sc.name, "on" if sc.quarantine else "off",
+                                                 sc.expect))
+        return 0
+    if args.only:
+        names = set(args.only.split(","))
+        unknown = names - {sc.name for sc in chosen}
+        if unknown:
+            print("unknown scenario(s): %s" % ", ".join(sorted(unknown)), file=sys.stderr)
+            return 2
+        chosen = [sc for sc in chosen if sc.name in names]
+    if not Path(HARNESS).exists():
+        print("harness not found: %s (cargo build -p ironlock-harness)" % HARNESS,
+              file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    results: List[Dict[str, Any]] = []
+    try:
+        fw = Firewall()
+        if not fw.ok:
+            log("iptables unusable here: isolations fall back to SIGSTOP of the node")
+        shim = build_shim() if any(sc.clock for sc in chosen) else None
+        needs_c = any("c" in sc.langs for sc in chosen)
+        c_worker = build_c_worker() if needs_c else None
+        referee = Harness(1)  # never faulted
+        for i, sc in enumerate(chosen):
+            results.append(run_scenario(sc, args.seconds, referee, fw, shim, c_worker,
+                                        args.seed + i))
+        referee.close()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        CLEANUP.run_all()
+    print(table(results))
+    failed = [r for r in results if r["failed"]]
+    total = sum(r["acquisitions"] for r in results)
+    print("\nchaos: %d scenarios, %d passed, %d failed, %d acquisitions checked in %.0f s%s"
+          % (len(results), len(results) - len(failed), len(failed), total,
+             time.monotonic() - t0,
+             "" if fw.ok else " (iptables unusable: isolations were SIGSTOPs)"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
