@@ -20,7 +20,7 @@ export interface NodeReport {
 }
 
 /** Manager settings (SPEC §4) in camelCase; durations in integer milliseconds. */
-export interface Settings extends NativeSettings {
+export interface Settings extends Omit<NativeSettings, 'maxExtensions'> {
   /** How often one lock may be extended; `null` or absent = unlimited. */
   maxExtensions?: number | null
   /** node-redlock's name for `extensionThreshold`. */
@@ -49,7 +49,7 @@ export interface ReleaseResult {
 }
 
 /** A lock granted by a quorum. Not released when garbage-collected: release it. */
-export declare class Lock implements AsyncDisposable {
+export declare class Lock {
   private constructor()
   /** The resource names, as given. */
   readonly resources: string[]

@@ -1,0 +1,27 @@
+// Runs examples/basic.mjs (the README quick start) against three fresh nodes.
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { fileURLToPath } from 'node:url'
+
+import { startCluster } from './harness.mjs'
+
+const example = fileURLToPath(new URL('../examples/basic.mjs', import.meta.url))
+
+test('examples/basic.mjs runs', { timeout: 60_000 }, async () => {
+  const cluster = await startCluster(3)
+  try {
+    const { stdout } = await promisify(execFile)(process.execPath, [example], {
+      env: { ...process.env, IRONLOCK_NODES: cluster.urls.join(',') },
+      timeout: 30_000,
+    })
+    assert.match(stdout, /^locked invoice:42 for \d+ ms, fence \d+$/m)
+    assert.match(stdout, /^second acquire: CONTENDED, votes /m)
+    assert.match(stdout, /^using finished with 465$/m)
+    for (let i = 0; i < 3; i++) assert.equal(await cluster.cmd(i, 'EXISTS', 'invoice:42'), 0)
+  } finally {
+    await cluster.quit()
+  }
+})

@@ -1,0 +1,34 @@
+// `tsc --noEmit` of a usage file against the package's types, then the same file compiled
+// (TypeScript lowers `await using`) and run against three fresh nodes.
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { fileURLToPath } from 'node:url'
+
+import { startCluster } from './harness.mjs'
+
+const run = promisify(execFile)
+const root = fileURLToPath(new URL('..', import.meta.url))
+const tsc = fileURLToPath(new URL('../node_modules/typescript/bin/tsc', import.meta.url))
+const project = fileURLToPath(new URL('./ts', import.meta.url))
+
+test('usage.mts type-checks against index.d.ts (tsc --noEmit)', { timeout: 120_000 }, async () => {
+  const r = await run(process.execPath, [tsc, '--noEmit', '-p', project], { cwd: root })
+  assert.equal(r.stdout.trim(), '')
+})
+
+test('await using releases the lock (compiled usage.mts)', { timeout: 120_000 }, async () => {
+  await run(process.execPath, [tsc, '-p', project], { cwd: root })
+  const cluster = await startCluster(3)
+  try {
+    const { stdout } = await run(process.execPath, [`${project}/build/usage.mjs`], {
+      env: { ...process.env, IRONLOCK_NODES: cluster.urls.join(',') },
+      timeout: 30_000,
+    })
+    assert.match(stdout, /await using released the lock/)
+  } finally {
+    await cluster.quit()
+  }
+})
