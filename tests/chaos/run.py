@@ -493,10 +493,11 @@ RESTART = dict(ttl_ms=2000, hold_ms=1700, max_ttl_ms=2000, seconds=14.0)
 def scenarios() -> List[Scenario]:
     mixed = ("py", "py", "c", "c", "node", "node")
     return [
-        Scenario("control", nem_none, "safe", SAFE),
-        Scenario("control-c", nem_none, "safe", SAFE + " (C library workers)", langs=("c",) * 6),
+        Scenario("control", nem_none, "safe", SAFE, hold_ms=20),
+        Scenario("control-c", nem_none, "safe", SAFE + " (C library workers)", langs=("c",) * 6,
+                 hold_ms=20),
         Scenario("control-node", nem_none, "safe", SAFE + " (Node workers)",
-                 langs=("node",) * 6),
+                 langs=("node",) * 6, hold_ms=20),
         Scenario("kill-restart", nem_kill_restart, "safe", SAFE, **RESTART),
         Scenario("kill-restart", nem_kill_restart, "must_fail", MUST_FAIL, quarantine=False,
                  **RESTART),
