@@ -94,10 +94,34 @@ fn settings(global: &Global, max_ttl: std::time::Duration) -> impl Fn(Vec<String
 
 /// Prints `err` (human text, or a JSON `error` event) and returns its exit code.
 fn fail(out: &Output, err: &Error, conflict: u8) -> u8 {
+    fail_after(out, err, conflict, "")
+}
+
+/// As [`fail`], with `context` in front of the human message.
+fn fail_after(out: &Output, err: &Error, conflict: u8, context: &str) -> u8 {
     let code = exit::for_kind(err.kind(), conflict);
-    out.error(err.message());
+    out.error(&format!("{context}{}", err.message()));
     if let Some(report) = err.report() {
-        out.info(&format!("{report}"));
+        if err.kind() == ironlock::ErrorKind::Contended {
+            out.info(&format!("{report}"));
+        } else {
+            // Why no quorum: each node that did not vote for, in one line each.
+            for n in report
+                .nodes
+                .iter()
+                .filter(|n| n.vote != ironlock::Vote::For)
+            {
+                let why = match (n.vote, &n.error) {
+                    (ironlock::Vote::NotEligible, _) => {
+                        "not eligible: restarted less than --max-ttl ago (see `ironlock check`)"
+                            .to_owned()
+                    }
+                    (_, Some(e)) => format!("{}: {e}", n.vote.as_str()),
+                    (v, None) => v.as_str().to_owned(),
+                };
+                out.error(&format!("  {}: {why}", n.url));
+            }
+        }
     }
     out.event("error", output::error_json(err, code));
     code

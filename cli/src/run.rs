@@ -15,6 +15,8 @@ use crate::output::{self, Output, millis, secs};
 /// Each acquire call waits at most this long, so the progress line gets fresh votes and a
 /// blocking wait is a bounded loop of bounded calls.
 const CHUNK: Duration = Duration::from_secs(1);
+/// A wait shorter than this draws no progress line.
+const PROGRESS_AFTER: Duration = Duration::from_millis(500);
 /// How often the progress line's elapsed time is redrawn.
 const TICK: Duration = Duration::from_millis(200);
 /// Time given to the core's background release of an acquire interrupted by a signal (release
@@ -60,7 +62,8 @@ fn signal_name(sig: i32) -> &'static str {
 
 /// Why no lock was taken.
 enum NotAcquired {
-    Failed(Error),
+    /// The error of the last round, and how long we had waited.
+    Failed(Error, Duration),
     Interrupted(i32),
 }
 
@@ -96,7 +99,14 @@ pub async fn run(args: RunArgs, config: Config, out: &Output) -> u8 {
     let started = Instant::now();
     let lock = match acquire(&manager, &args, ttl, wait, &mut signals, out).await {
         Ok(lock) => lock,
-        Err(NotAcquired::Failed(e)) => return fail(&e),
+        Err(NotAcquired::Failed(e, waited)) => {
+            let context = if args.nonblock || waited < Duration::from_millis(100) {
+                String::new()
+            } else {
+                format!("gave up after {}: ", secs(waited))
+            };
+            return crate::fail_after(out, &e, conflict, &context);
+        }
         Err(NotAcquired::Interrupted(sig)) => {
             out.error(&format!(
                 "{} while waiting for {:?}; nothing was run",
@@ -190,12 +200,15 @@ async fn acquire(
             tokio::select! {
                 r = &mut attempt => break r,
                 _ = ticker.tick() => {
-                    if let Some(votes) = &last_votes {
+                    let waited = started.elapsed();
+                    if waited >= PROGRESS_AFTER {
+                        let votes = last_votes.as_deref().map_or(String::new(), |v| {
+                            format!(" (last round: {v}; quorum {})", manager.quorum())
+                        });
                         out.progress(&format!(
-                            "ironlock: waiting for {:?}: {} (last round: {votes}; quorum {})",
+                            "ironlock: waiting for {:?}: {}{votes}",
                             args.resource,
-                            secs(started.elapsed()),
-                            manager.quorum(),
+                            secs(waited),
                         ));
                     }
                 }
@@ -229,7 +242,7 @@ async fn acquire(
             deadline.is_none() && err.kind() == ErrorKind::Unavailable && nobody_answered;
         if !retryable || timed_out || hopeless {
             out.clear_progress();
-            return Err(NotAcquired::Failed(err));
+            return Err(NotAcquired::Failed(err, started.elapsed()));
         }
         let votes = err
             .report()

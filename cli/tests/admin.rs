@@ -1,0 +1,165 @@
+//! `ironlock status`, `release` and `check` against real nodes.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn status_shows_the_holder_and_release_frees_it() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let dir = temp_dir();
+    let key = unique("status");
+    let token_file = dir.join("token");
+    let holder = ironlock(&urls)
+        .args(["run", "--ttl", "3", "--kill-grace", "1", &key, "-c"])
+        .arg(format!(
+            "echo $IRONLOCK_TOKEN > {}; exec sleep 20",
+            token_file.display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn holder");
+    let token = wait_for_file(&token_file, LIMIT, |t| t.ends_with('\n'))
+        .trim()
+        .to_owned();
+
+    let out = run(ironlock(&urls).args(["status", "--json", &key]), LIMIT);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("status JSON");
+    assert_eq!(v["holder"].as_str(), Some(token.as_str()), "{v}");
+    assert_eq!(v["quorum"], 2);
+    assert_eq!(v["key"].as_str(), Some(key.as_str()));
+    let nodes = v["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), 3);
+    for n in nodes {
+        assert_eq!(n["token"].as_str(), Some(token.as_str()), "{n}");
+        let ttl = n["ttl_ms"].as_f64().expect("ttl");
+        assert!(ttl > 0.0 && ttl <= 3000.0, "{ttl}");
+    }
+    let out = run(ironlock(&urls).args(["status", &key]), LIMIT);
+    assert!(
+        stdout(&out).contains(&format!("held by {token} on 3 of 3 nodes")),
+        "{}",
+        stdout(&out)
+    );
+
+    // A wrong token releases nothing: exit 1, key untouched.
+    let out = run(
+        ironlock(&urls).args(["release", &key, "--token", &"0".repeat(40)]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(get(&cluster, 0, &key).as_deref(), Some(token.as_str()));
+
+    // The right token deletes it everywhere; the holder notices at its next extension and
+    // stops its command: exit 75.
+    let out = run(
+        ironlock(&urls).args(["release", "--json", &key, "--token", &token]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("release JSON");
+    assert_eq!(v["held"], true);
+    assert_eq!(v["deleted_on"], 3);
+    for i in 0..3 {
+        assert_eq!(get(&cluster, i, &key), None, "node {i}");
+    }
+    let out = run(ironlock(&urls).args(["status", &key]), LIMIT);
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("not held"), "{}", stdout(&out));
+    let out = finish(holder, LIMIT);
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+}
+
+#[test]
+fn status_without_a_quorum_of_answers_exits_69() {
+    let mut cluster = cluster(3);
+    let urls = cluster.urls();
+    cluster.kill(0).expect("kill");
+    cluster.kill(1).expect("kill");
+    let out = run(ironlock(&urls).args(["status", &unique("s")]), LIMIT);
+    assert_eq!(code(&out), 69, "{}", stdout(&out));
+    assert!(stdout(&out).contains("unknown"), "{}", stdout(&out));
+}
+
+#[test]
+fn check_reports_versions_quarantine_and_latency() {
+    let mut cluster = cluster(3);
+    let urls = cluster.urls();
+
+    let out = run(ironlock(&urls).args(["check", "--json"]), LIMIT);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("check JSON");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["eligible"], 3);
+    for (n, url) in v["nodes"].as_array().expect("nodes").iter().zip(&urls) {
+        assert_eq!(n["url"].as_str(), Some(url.as_str()));
+        assert_eq!(n["connected"], true);
+        assert_eq!(n["eligible"], true);
+        assert!(n["version"].as_str().is_some_and(|s| !s.is_empty()), "{n}");
+        assert!(n["latency_ms"].as_f64().is_some_and(|l| l > 0.0), "{n}");
+    }
+
+    // With restart quarantine on (the default), freshly started nodes do not count yet.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ironlock"));
+    cmd.env("IRONLOCK_NODES", urls.join(","))
+        .env_remove("REDIS_URL")
+        .args(["check", "--json", "--max-ttl", "30"]);
+    let out = run(&mut cmd, LIMIT);
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("check JSON");
+    assert_eq!(v["ok"], false);
+    for n in v["nodes"].as_array().expect("nodes") {
+        assert_eq!(n["eligible"], false, "{n}");
+        let left = n["quarantine_remaining_ms"].as_f64().expect("remaining");
+        assert!(left > 20_000.0 && left <= 31_302.0, "{left}");
+    }
+
+    // One node down: still a quorum; the human table says which one.
+    cluster.kill(2).expect("kill");
+    let out = run(ironlock(&urls).arg("check"), LIMIT);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("2 of 3 nodes eligible, quorum 2: OK"),
+        "{text}"
+    );
+    let down = text
+        .lines()
+        .find(|l| l.starts_with(&urls[2]))
+        .expect("a line for the dead node");
+    assert!(down.contains("DOWN"), "{down}");
+    cluster.kill(1).expect("kill");
+    let out = run(ironlock(&urls).arg("check"), LIMIT);
+    assert_eq!(code(&out), 69);
+    assert!(stdout(&out).contains("NO QUORUM"), "{}", stdout(&out));
+}
+
+#[test]
+fn passwords_never_appear_in_output() {
+    let cluster = ironlock_harness::Cluster::start_with(1, &["--requirepass", "s3cretpw"])
+        .expect("start node with a password");
+    let port = cluster.nodes()[0].port();
+    let good = format!("redis://:s3cretpw@127.0.0.1:{port}");
+    let out = run(ironlock(&[good]).args(["check", "-v"]), LIMIT);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains(":***@"), "{}", stdout(&out));
+    let bad = format!("redis://:wrongpw@127.0.0.1:{port}");
+    for args in [
+        vec!["check", "--json"],
+        vec!["run", "-n", "-v", "r", "--", "true"],
+    ] {
+        let out = run(ironlock(std::slice::from_ref(&bad)).args(&args), LIMIT);
+        assert_ne!(code(&out), 0);
+        let all = stdout(&out) + &stderr(&out);
+        assert!(!all.contains("wrongpw"), "{args:?}: {all}");
+        assert!(!all.is_empty());
+    }
+}

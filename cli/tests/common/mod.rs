@@ -1,0 +1,144 @@
+//! Helpers for running the built `ironlock` binary as a user would, against real nodes.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ironlock_harness::Cluster;
+
+/// A name no other test or earlier run uses (Redis keys, temp dirs).
+pub fn unique(prefix: &str) -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{}-{nanos}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Starts `n` nodes or fails the test with the harness's reason.
+pub fn cluster(n: usize) -> Cluster {
+    Cluster::start(n).unwrap_or_else(|e| panic!("cannot start {n} redis nodes: {e}"))
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(unique("ironlock-cli-test"));
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// `ironlock` with a clean environment for node selection, pointed at `urls`; fresh test nodes
+/// have uptime 0, so restart quarantine is off unless a test asks for it.
+pub fn ironlock(urls: &[String]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ironlock"));
+    cmd.env_remove("IRONLOCK_NODES")
+        .env_remove("REDIS_URL")
+        .env_remove("IRONLOCK_FENCE")
+        .stdin(Stdio::null());
+    for u in urls {
+        cmd.arg("--node").arg(u);
+    }
+    cmd.arg("--no-restart-quarantine");
+    cmd
+}
+
+/// Runs to completion (bounded: the test fails after `limit`).
+pub fn run(cmd: &mut Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ironlock");
+    finish(child, limit)
+}
+
+/// Waits for a spawned child with piped output, killing it and failing after `limit`.
+pub fn finish(mut child: Child, limit: Duration) -> Output {
+    wait_status(&mut child, limit);
+    child.wait_with_output().expect("collect output")
+}
+
+/// Polls until the child exits; kills it and fails the test after `limit`.
+pub fn wait_status(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ironlock did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls until `path` exists with content that satisfies `ready`; fails after `limit`.
+pub fn wait_for_file(path: &Path, limit: Duration, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if ready(&text) {
+                return text;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} not ready within {limit:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The exit code, failing the test when the process died of a signal instead.
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or_else(|| {
+        panic!(
+            "ironlock died of a signal: {:?}; stderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The value stored under `key` on node `i`: `None` when the key does not exist.
+pub fn get(cluster: &Cluster, i: usize, key: &str) -> Option<String> {
+    let raw = cluster.command(i, &["GET", key]).expect("GET");
+    if raw.starts_with("$-1") {
+        return None;
+    }
+    raw.split("\r\n").nth(1).map(str::to_owned)
+}
+
+/// Sends `sig` to a child process.
+pub fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on our own child, which has not been reaped yet.
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0, "kill({}, {sig})", child.id());
+}
+
+/// One JSON object per non-empty line.
+pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}

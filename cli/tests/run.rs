@@ -1,0 +1,380 @@
+//! `ironlock run` as a user runs it: spawned processes against real redis-server nodes.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn concurrent_runs_never_overlap() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let dir = temp_dir();
+    let log = dir.join("log");
+    let key = unique("overlap");
+    let script = format!(
+        "echo \"enter $IRONLOCK_TOKEN\" >> {0}; sleep 0.15; echo \"leave $IRONLOCK_TOKEN\" >> {0}",
+        log.display()
+    );
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            ironlock(&urls)
+                .args(["run", "--ttl", "5", &key, "-c", &script])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    for child in children {
+        let out = finish(child, LIMIT);
+        assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    }
+    let text = std::fs::read_to_string(&log).expect("log");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 12, "six enter/leave pairs expected:\n{text}");
+    let mut tokens = std::collections::HashSet::new();
+    for pair in lines.chunks(2) {
+        let enter = pair[0].strip_prefix("enter ").expect("enter line");
+        let leave = pair[1].strip_prefix("leave ").expect("leave line");
+        assert_eq!(enter, leave, "interleaved critical sections:\n{text}");
+        assert_eq!(enter.len(), 40, "token: {enter}");
+        assert!(tokens.insert(enter.to_owned()), "token reused: {enter}");
+    }
+    for i in 0..3 {
+        assert_eq!(get(&cluster, i, &key), None, "key left on node {i}");
+    }
+}
+
+#[test]
+fn lost_lock_terminates_then_kills_the_command() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let dir = temp_dir();
+
+    // A command that exits on SIGTERM: it gets SIGTERM, ironlock exits 75.
+    let marks = dir.join("marks");
+    let key = unique("lost");
+    let script = format!(
+        "trap 'echo TERM >> {0}; exit 0' TERM; echo started >> {0}; while :; do sleep 0.05; done",
+        marks.display()
+    );
+    let child = ironlock(&urls)
+        .args([
+            "run",
+            "--ttl",
+            "1",
+            "--kill-grace",
+            "5",
+            &key,
+            "-c",
+            &script,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for_file(&marks, LIMIT, |t| t.contains("started"));
+    for i in 0..3 {
+        cluster.command(i, &["DEL", &key]).expect("DEL");
+    }
+    let out = finish(child, LIMIT);
+    assert_eq!(code(&out), 75, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("lost the lock"), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&marks).expect("marks");
+    assert!(text.contains("TERM"), "the command got no SIGTERM: {text}");
+
+    // A command that ignores SIGTERM: SIGKILL after --kill-grace.
+    let marks = dir.join("marks2");
+    let key = unique("lost-kill");
+    let script = format!(
+        "trap '' TERM; echo started >> {0}; while :; do sleep 0.05; done",
+        marks.display()
+    );
+    let child = ironlock(&urls)
+        .args(["run", "--ttl", "1", "--kill-grace", "0.5", "--json", &key])
+        .args(["-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for_file(&marks, LIMIT, |t| t.contains("started"));
+    for i in 0..3 {
+        cluster.command(i, &["DEL", &key]).expect("DEL");
+    }
+    let out = finish(child, LIMIT);
+    assert_eq!(code(&out), 75, "stderr: {}", stderr(&out));
+    let events = json_lines(&stderr(&out));
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    let at = |name: &str| names.iter().position(|n| *n == name);
+    assert!(
+        at("lost") < at("killed") && at("killed") < at("exited"),
+        "{names:?}"
+    );
+    let exited = &events[at("exited").unwrap()];
+    assert_eq!(exited["signal"], 9, "{exited}");
+    assert_eq!(exited["lost"], true);
+}
+
+#[test]
+fn exit_codes() {
+    let mut cluster = cluster(3);
+    let urls = cluster.urls();
+    let dir = temp_dir();
+    let key = unique("codes");
+    let limit = LIMIT;
+
+    // The command's own code, and 128 + signal when a signal killed it.
+    let out = run(
+        ironlock(&urls).args(["run", &key, "--", "sh", "-c", "exit 7"]),
+        limit,
+    );
+    assert_eq!(code(&out), 7);
+    let out = run(
+        ironlock(&urls).args(["run", &key, "-c", "kill -TERM $$"]),
+        limit,
+    );
+    assert_eq!(code(&out), 143);
+    let out = run(
+        ironlock(&urls).args(["run", &key, "--", "/nonexistent/cmd"]),
+        limit,
+    );
+    assert_eq!(code(&out), 127);
+    assert!(stderr(&out).contains("cannot run"), "{}", stderr(&out));
+
+    // Held elsewhere: -E with -n at once, and with -w after the wait.
+    let ready = dir.join("ready");
+    let holder = ironlock(&urls)
+        .args(["run", &key, "-c"])
+        .arg(format!("echo x > {}; exec sleep 20", ready.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn holder");
+    wait_for_file(&ready, limit, |t| !t.is_empty());
+    let out = run(
+        ironlock(&urls).args(["run", "-n", "-E", "42", &key, "--", "true"]),
+        limit,
+    );
+    assert_eq!(code(&out), 42, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("held elsewhere"), "{}", stderr(&out));
+    let t = Instant::now();
+    let out = run(
+        ironlock(&urls).args(["run", "-w", "0.6", &key, "--", "true"]),
+        limit,
+    );
+    assert_eq!(code(&out), 1, "default -E is 1; stderr: {}", stderr(&out));
+    assert!(
+        t.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        t.elapsed()
+    );
+
+    // SIGTERM to ironlock reaches the command (exec'd sleep dies of it): 143, lock released.
+    signal(&holder, libc::SIGTERM);
+    let out = finish(holder, limit);
+    assert_eq!(code(&out), 143, "stderr: {}", stderr(&out));
+    for i in 0..3 {
+        assert_eq!(get(&cluster, i, &key), None, "key left on node {i}");
+    }
+
+    // Usage errors: 64 with a usage message, never clap's 2.
+    for bad in [
+        vec!["--bogus"],
+        vec!["run", &key],
+        vec!["run", "-n", "-w", "1", &key, "--", "true"],
+        vec!["run", "--ttl=-1", &key, "--", "true"],
+        vec!["run", "--ttl", "120", &key, "--", "true"],
+        vec!["run", "-E", "300", &key, "--", "true"],
+        vec!["status"],
+    ] {
+        let out = run(ironlock(&urls).args(&bad), limit);
+        assert_eq!(code(&out), 64, "{bad:?}: stderr: {}", stderr(&out));
+        assert!(!stderr(&out).is_empty(), "{bad:?}: no message");
+    }
+    let out = run(ironlock(&urls).arg("--bogus"), limit);
+    assert!(stderr(&out).contains("Usage:"), "{}", stderr(&out));
+    let out = run(ironlock(&urls).arg("--help"), limit);
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("run"), "{}", stdout(&out));
+    let out = run(ironlock(&urls).arg("-V"), limit);
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).starts_with("ironlock "), "{}", stdout(&out));
+
+    // No quorum at all: 69, with -n, with -w, and without either (no silent endless wait).
+    for i in 0..3 {
+        cluster.kill(i).expect("kill");
+    }
+    for extra in [&["-n"][..], &["-w", "0.3"], &[]] {
+        let out = run(
+            ironlock(&urls)
+                .arg("run")
+                .args(extra)
+                .args([&key, "--", "true"]),
+            limit,
+        );
+        assert_eq!(code(&out), 69, "{extra:?}: stderr: {}", stderr(&out));
+        assert!(stderr(&out).contains("not connected"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn command_sees_the_lock_in_its_environment() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let key = unique("env");
+    let print = "echo R=$IRONLOCK_RESOURCE; echo T=$IRONLOCK_TOKEN; echo F=$IRONLOCK_FENCE; echo V=$IRONLOCK_VALIDITY_MS";
+    let field = |text: &str, name: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} missing in {text}"))
+            .to_owned()
+    };
+    let out = run(
+        ironlock(&urls).args(["run", "--fencing", "--ttl", "10", &key, "-c", print]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(field(&text, "R"), key);
+    let token = field(&text, "T");
+    assert!(token.len() == 40 && token.bytes().all(|b| b.is_ascii_hexdigit()));
+    let fence: u64 = field(&text, "F").parse().expect("numeric fence");
+    assert!(fence > 0);
+    let validity: u64 = field(&text, "V").parse().expect("numeric validity");
+    assert!(validity > 0 && validity < 10_000, "{validity}");
+
+    // Without --fencing no fence, even one inherited from an outer run.
+    let out = run(
+        ironlock(&urls)
+            .env("IRONLOCK_FENCE", "123")
+            .args(["run", &key, "-c", print]),
+        LIMIT,
+    );
+    assert_eq!(field(&stdout(&out), "F"), "");
+    // A later fencing token is larger.
+    let out = run(
+        ironlock(&urls).args(["run", "--fencing", &key, "-c", print]),
+        LIMIT,
+    );
+    let later: u64 = field(&stdout(&out), "F").parse().expect("numeric fence");
+    assert!(later > fence, "{later} <= {fence}");
+}
+
+#[test]
+fn json_events_parse_and_waiting_is_silent_off_a_terminal() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let dir = temp_dir();
+    let key = unique("json");
+    let ready = dir.join("ready");
+    let holder = ironlock(&urls)
+        .args(["run", &key, "-c"])
+        .arg(format!("echo x > {}; sleep 2.5", ready.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn holder");
+    wait_for_file(&ready, LIMIT, |t| !t.is_empty());
+
+    // A blocking waiter with no -v and stderr not a terminal prints nothing of its own.
+    let waiter = ironlock(&urls)
+        .args(["run", &key, "--", "echo", "waited"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn waiter");
+    // A JSON waiter, concurrently.
+    let json_waiter = ironlock(&urls)
+        .args(["run", "--json", &key, "-c", "echo $IRONLOCK_TOKEN"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn json waiter");
+    let out = finish(waiter, LIMIT);
+    assert_eq!(code(&out), 0);
+    assert_eq!(stdout(&out), "waited\n");
+    assert_eq!(stderr(&out), "", "nothing extra off a terminal");
+    assert_eq!(code(&finish(holder, LIMIT)), 0);
+
+    let out = finish(json_waiter, LIMIT);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let events = json_lines(&stderr(&out));
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(names.first(), Some(&"waiting"), "{names:?}");
+    assert_eq!(
+        names
+            .iter()
+            .skip_while(|n| **n == "waiting")
+            .collect::<Vec<_>>(),
+        [&"acquired", &"started", &"exited", &"released"],
+        "{names:?}"
+    );
+    let acquired = &events[names.iter().position(|n| *n == "acquired").unwrap()];
+    assert_eq!(acquired["token"].as_str(), Some(stdout(&out).trim()));
+    assert_eq!(acquired["resource"].as_str(), Some(key.as_str()));
+    assert_eq!(
+        acquired["report"]["nodes"].as_array().map(Vec::len),
+        Some(3)
+    );
+    assert!(acquired["validity_ms"].as_f64().is_some_and(|v| v > 0.0));
+    let waiting = &events[0];
+    assert_eq!(waiting["kind"], "CONTENDED");
+    assert!(waiting["report"]["nodes"][0]["vote"].is_string());
+    let released = events.last().unwrap();
+    assert_eq!(released["held"], true);
+    assert_eq!(released["deleted_on"], 3);
+
+    // Errors are JSON events too.
+    let out = run(
+        ironlock(&urls).args(["run", "--json", "--ttl", "999", &key, "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 64);
+    let events = json_lines(&stderr(&out));
+    assert_eq!(events[0]["event"], "error");
+    assert_eq!(events[0]["kind"], "INVALID_ARGUMENT");
+    assert_eq!(events[0]["exit_code"], 64);
+}
+
+#[test]
+fn a_signal_while_waiting_ends_the_wait() {
+    let cluster = cluster(1);
+    let urls = cluster.urls();
+    let dir = temp_dir();
+    let key = unique("interrupt");
+    let ready = dir.join("ready");
+    let holder = ironlock(&urls)
+        .args(["run", &key, "-c"])
+        .arg(format!("echo x > {}; exec sleep 20", ready.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn holder");
+    wait_for_file(&ready, LIMIT, |t| !t.is_empty());
+    let waiter = ironlock(&urls)
+        .args(["run", &key, "--", "echo", "must not run"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn waiter");
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&waiter, libc::SIGINT);
+    let t = Instant::now();
+    let out = finish(waiter, LIMIT);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    let token = get(&cluster, 0, &key).expect("the holder still holds the key");
+    signal(&holder, libc::SIGTERM);
+    assert_eq!(code(&finish(holder, LIMIT)), 143);
+    assert_eq!(
+        get(&cluster, 0, &key),
+        None,
+        "holder {token} did not release"
+    );
+}
