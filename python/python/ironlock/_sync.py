@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any, Optional, Sequence, Type, Union
+from typing import Any, Dict, Optional, Sequence, Type, Union
 
 from . import _native
 from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
@@ -20,7 +20,7 @@ def _lost_error(lock: Any, held: bool) -> LockLostError:
     )
 
 
-def _wait_for(blocking: bool, timeout: Optional[float], default: Any) -> dict:
+def _wait_for(blocking: bool, timeout: Optional[float], default: Any) -> Dict[str, Any]:
     """threading.Lock.acquire's (blocking, timeout) as acquire keywords."""
     if not blocking:
         if timeout is not None and timeout != -1:

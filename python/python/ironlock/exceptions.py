@@ -9,7 +9,7 @@ exception carries ``.code`` (the kind's stable name, as in the other languages),
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, List, Optional
+from typing import Any, ClassVar, Dict, Iterable, List, Optional
 
 __all__ = [
     "NodeReport",
@@ -35,7 +35,7 @@ class NodeReport:
     error: Optional[str] = None
 
 
-def _rebuild(cls: type, message: str, state: dict) -> "IronlockError":
+def _rebuild(cls: "type[IronlockError]", message: str, state: Dict[str, Any]) -> "IronlockError":
     return cls(message, **state)
 
 

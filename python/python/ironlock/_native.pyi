@@ -1,0 +1,168 @@
+"""Type stubs for the PyO3 module ironlock._native (checked by mypy.stubtest in the tests)."""
+
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Awaitable, Dict, List, Optional, Sequence, Type, Union, final
+
+from typing_extensions import disjoint_base
+
+from .exceptions import NodeReport
+
+_Seconds = Union[float, int, timedelta]
+_Resources = Union[str, Sequence[str]]
+
+__all__ = [
+    "AsyncLock",
+    "AsyncLockManager",
+    "AsyncLostFlag",
+    "KeepAlive",
+    "Lock",
+    "LockBase",
+    "LockManager",
+    "LostFlag",
+    "SETTINGS",
+    "__version__",
+]
+
+__version__: str
+SETTINGS: List[str]
+
+@disjoint_base
+class LockManager:
+    def __new__(
+        cls,
+        nodes: Union[str, Sequence[str]],
+        *,
+        retry_count: int = ...,
+        retry_delay: _Seconds = ...,
+        retry_jitter: _Seconds = ...,
+        drift_factor: float = ...,
+        drift_constant: _Seconds = ...,
+        node_timeout: _Seconds = ...,
+        connect_timeout: _Seconds = ...,
+        max_ttl: _Seconds = ...,
+        restart_quarantine: bool = ...,
+        key_prefix: str = ...,
+        min_validity: _Seconds = ...,
+        max_extensions: Optional[int] = ...,
+        extension_threshold: Optional[_Seconds] = ...,
+    ) -> LockManager: ...
+    def acquire(
+        self,
+        resources: _Resources,
+        ttl: _Seconds,
+        *,
+        wait: Optional[_Seconds] = None,
+        fencing: Optional[bool] = None,
+        retry_count: Optional[int] = None,
+    ) -> Lock: ...
+    def release_token(self, resources: _Resources, token: str) -> bool: ...
+    def inspect(self, resource: str) -> List[Dict[str, Any]]: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def quorum(self) -> int: ...
+    @property
+    def nodes(self) -> List[str]: ...
+
+@disjoint_base
+class AsyncLockManager:
+    def __new__(
+        cls,
+        nodes: Union[str, Sequence[str]],
+        *,
+        retry_count: int = ...,
+        retry_delay: _Seconds = ...,
+        retry_jitter: _Seconds = ...,
+        drift_factor: float = ...,
+        drift_constant: _Seconds = ...,
+        node_timeout: _Seconds = ...,
+        connect_timeout: _Seconds = ...,
+        max_ttl: _Seconds = ...,
+        restart_quarantine: bool = ...,
+        key_prefix: str = ...,
+        min_validity: _Seconds = ...,
+        max_extensions: Optional[int] = ...,
+        extension_threshold: Optional[_Seconds] = ...,
+    ) -> AsyncLockManager: ...
+    def acquire(
+        self,
+        resources: _Resources,
+        ttl: _Seconds,
+        *,
+        wait: Optional[_Seconds] = None,
+        fencing: Optional[bool] = None,
+        retry_count: Optional[int] = None,
+    ) -> Awaitable[AsyncLock]: ...
+    def release_token(self, resources: _Resources, token: str) -> Awaitable[bool]: ...
+    def inspect(self, resource: str) -> Awaitable[List[Dict[str, Any]]]: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def quorum(self) -> int: ...
+    @property
+    def nodes(self) -> List[str]: ...
+
+@disjoint_base
+class LockBase:
+    @property
+    def valid(self) -> bool: ...
+    @property
+    def remaining(self) -> float: ...
+    @property
+    def ttl(self) -> float: ...
+    @property
+    def fence(self) -> Optional[int]: ...
+    @property
+    def token(self) -> str: ...
+    @property
+    def resources(self) -> List[str]: ...
+    @property
+    def report(self) -> List[NodeReport]: ...
+    @property
+    def extensions(self) -> int: ...
+    @property
+    def released(self) -> bool: ...
+    @property
+    def pid(self) -> int: ...
+
+@final
+class Lock(LockBase):
+    def extend(self, ttl: Optional[_Seconds] = None) -> None: ...
+    def release(self) -> bool: ...
+    def keep_alive(self) -> KeepAlive: ...
+    @property
+    def lost(self) -> LostFlag: ...
+
+@final
+class AsyncLock(LockBase):
+    def extend(self, ttl: Optional[_Seconds] = None) -> Awaitable[None]: ...
+    def release(self) -> Awaitable[bool]: ...
+    def keep_alive(self) -> KeepAlive: ...
+    @property
+    def lost(self) -> AsyncLostFlag: ...
+
+@final
+class LostFlag:
+    def is_set(self) -> bool: ...
+    def wait(self, timeout: Optional[_Seconds] = None) -> bool: ...
+
+@final
+class AsyncLostFlag:
+    def is_set(self) -> bool: ...
+    def wait(self) -> Awaitable[bool]: ...
+
+@final
+class KeepAlive:
+    def stop(self) -> None: ...
+    @property
+    def running(self) -> bool: ...
+    def __enter__(self) -> KeepAlive: ...
+    def __exit__(
+        self,
+        t: Optional[Type[BaseException]],
+        v: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...

@@ -1,0 +1,163 @@
+"""The asyncio API: coroutines, async with, 64 concurrent tasks, cancel-safety."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import ironlock
+from conftest import FAST, Cluster, keys_left, wait_until
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_acquire_extend_release(cluster3: Cluster, name: str) -> None:
+    async def main() -> None:
+        async with ironlock.AsyncLockManager(cluster3.urls, **FAST) as m:
+            lock = await m.acquire(name, 5.0, fencing=True)
+            assert isinstance(lock, ironlock.AsyncLock)
+            assert lock.valid and lock.fence is not None
+            await lock.extend(6.0)
+            assert lock.ttl == 6.0 and lock.extensions == 1
+            with pytest.raises(ironlock.LockContendedError) as info:
+                await m.acquire(name, 5.0, retry_count=0)
+            assert info.value.report
+            assert await lock.release() is True
+            assert await lock.release() is False
+        assert m.closed
+
+    run(main())
+    assert keys_left(cluster3, name) == 0
+
+
+def test_64_concurrent_tasks_exclude_each_other(cluster3: Cluster, name: str) -> None:
+    inside = 0
+    peak = 0
+    done = 0
+
+    async def worker(m: ironlock.AsyncLockManager) -> None:
+        nonlocal inside, peak, done
+        async with m.lock(name, ttl=5.0, wait=60.0):
+            inside += 1
+            peak = max(peak, inside)
+            await asyncio.sleep(0.001)
+            inside -= 1
+            done += 1
+
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        await asyncio.wait_for(asyncio.gather(*(worker(m) for _ in range(64))), 60)
+
+    run(main())
+    assert done == 64 and peak == 1
+    assert keys_left(cluster3, name) == 0
+
+
+def test_64_tasks_on_distinct_resources_run_concurrently(cluster3: Cluster, name: str) -> None:
+    async def main() -> list:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        locks = await asyncio.gather(*(m.acquire(f"{name}:{i}", 5.0) for i in range(64)))
+        held = await asyncio.gather(*(lock.release() for lock in locks))
+        return list(held)
+
+    assert run(main()) == [True] * 64
+
+
+def test_cancelled_acquire_leaves_no_key(cluster3: Cluster, name: str) -> None:
+    for i in (0, 1):
+        assert cluster3.cmd(i, "SET", name, "foreign", "PX", "30000") == "OK"
+
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        task = asyncio.ensure_future(m.acquire(name, 10.0, wait=30.0))
+        await asyncio.sleep(0.3)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(main())
+    assert wait_until(lambda: cluster3.cmd(2, "EXISTS", name) == 0)
+    assert cluster3.cmd(0, "GET", name) == "foreign"
+    for i in (0, 1):
+        cluster3.cmd(i, "DEL", name)
+
+
+def test_cancel_racing_a_grant_leaves_no_key(cluster3: Cluster, name: str) -> None:
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        for i in range(20):
+            task = asyncio.ensure_future(m.acquire(f"{name}:{i}", 10.0))
+            await asyncio.sleep(0.0005 * i)
+            task.cancel()
+            try:
+                lock = await task
+            except asyncio.CancelledError:
+                continue
+            assert await lock.release()
+
+    run(main())
+    assert wait_until(
+        lambda: sum(keys_left(cluster3, f"{name}:{i}") for i in range(20)) == 0, timeout=3.0
+    )
+
+
+def test_async_using_and_lost(cluster3: Cluster, name: str) -> None:
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        async with m.using(name, ttl=0.5) as lock:
+            await asyncio.sleep(1.6)
+            assert lock.valid and lock.extensions >= 3 and not lock.lost.is_set()
+        with pytest.raises(ironlock.LockLostError):
+            async with m.using(name, ttl=0.6) as lock:
+                for i in range(3):
+                    cluster3.cmd(i, "DEL", name)
+                start = time.monotonic()
+                assert await asyncio.wait_for(lock.lost.wait(), 3.0) is True
+                assert time.monotonic() - start < 1.0
+
+    run(main())
+    assert keys_left(cluster3, name) == 0
+
+
+def test_async_lock_object(cluster3: Cluster, name: str) -> None:
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        dl = m.lock(name, ttl=5.0)
+        other = m.lock(name, ttl=5.0)
+        assert await dl.acquire() is True
+        assert dl.owned() and await other.locked()
+        assert await other.acquire(blocking=False) is False
+        await dl.release()
+        assert not await other.locked()
+        with pytest.raises(RuntimeError):
+            await dl.release()
+
+    run(main())
+
+
+def test_synchronize_async(cluster3: Cluster, name: str) -> None:
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        order = []
+
+        @ironlock.synchronize(m, name, ttl=2.0, wait=10.0)
+        async def critical(i: int) -> int:
+            order.append(("in", i))
+            await asyncio.sleep(0.01)
+            order.append(("out", i))
+            return i
+
+        assert sorted(await asyncio.gather(*(critical(i) for i in range(5)))) == list(range(5))
+        # Never two "in" in a row: the calls did not overlap.
+        assert all(a[0] != b[0] for a, b in zip(order, order[1:]))
+        with pytest.raises(TypeError):
+
+            @ironlock.synchronize(m, name, ttl=1.0)
+            def wrong() -> None: ...
+
+    run(main())

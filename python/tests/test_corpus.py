@@ -1,0 +1,126 @@
+"""Runs every scenario of tests/corpus/scenarios with the same expectations as the Rust core."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+import ironlock
+from conftest import REPO, Cluster
+
+SCENARIOS = sorted((REPO / "tests" / "corpus" / "scenarios").glob("*.json"))
+
+DURATIONS = {
+    "retry_delay_ms": "retry_delay",
+    "retry_jitter_ms": "retry_jitter",
+    "drift_constant_ms": "drift_constant",
+    "node_timeout_ms": "node_timeout",
+    "connect_timeout_ms": "connect_timeout",
+    "max_ttl_ms": "max_ttl",
+    "min_validity_ms": "min_validity",
+    "extension_threshold_ms": "extension_threshold",
+}
+PLAIN = {"retry_count", "drift_factor", "restart_quarantine", "key_prefix", "max_extensions"}
+NODE_OPS = {"kill", "start", "restart", "pause", "resume"}
+
+
+def settings(raw: Dict[str, Any]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"restart_quarantine": False, "retry_count": 0}
+    for key, value in raw.items():
+        if key in DURATIONS:
+            out[DURATIONS[key]] = value / 1000.0
+        elif key in PLAIN:
+            out[key] = value
+        else:
+            raise AssertionError(f"unknown setting {key}")
+    return out
+
+
+def check_votes(step: Dict[str, Any], report: Optional[List[ironlock.NodeReport]], ctx: str) -> None:
+    expected = step.get("expect_votes")
+    if not expected:
+        return
+    assert report is not None, f"{ctx}: no report"
+    for vote, count in expected.items():
+        got = sum(1 for n in report if n.vote == vote)
+        assert got == count, f"{ctx}: {vote} votes {got} != {count} in {report}"
+
+
+def expand(value: Any, locks: Dict[str, ironlock.Lock]) -> Any:
+    if isinstance(value, str) and value.startswith("$"):
+        return locks[value[1:]].token
+    return value
+
+
+def test_corpus_is_complete() -> None:
+    assert len(SCENARIOS) >= 20
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_scenario(path: Path) -> None:
+    sc = json.loads(path.read_text())
+    cluster = Cluster(sc["nodes"])
+    try:
+        run(sc, cluster)
+    finally:
+        cluster.close()
+
+
+def run(sc: Dict[str, Any], cluster: Cluster) -> None:
+    manager = ironlock.LockManager(cluster.urls, **settings(sc.get("settings", {})))
+    locks: Dict[str, ironlock.Lock] = {}
+    for i, step in enumerate(sc["steps"]):
+        op = step["op"]
+        ctx = f"{sc['name']} step {i} ({op})"
+        if op == "acquire":
+            opts = step.get("options", {})
+            kwargs: Dict[str, Any] = {"fencing": opts.get("fencing", False)}
+            if "wait_ms" in opts:
+                kwargs["wait"] = opts["wait_ms"] / 1000.0
+            if "retry_count" in opts:
+                kwargs["retry_count"] = opts["retry_count"]
+            try:
+                lock = manager.acquire(step["resources"], step["ttl_ms"] / 1000.0, **kwargs)
+            except ironlock.IronlockError as e:
+                assert e.code == step["expect"], f"{ctx}: {e!r} {e.report}"
+                check_votes(step, e.report, ctx)
+            else:
+                assert step["expect"] == "ok", f"{ctx}: granted {lock!r}"
+                check_votes(step, lock.report, ctx)
+                locks[step["as"]] = lock
+        elif op == "extend":
+            lock = locks[step["lock"]]
+            try:
+                lock.extend(step["ttl_ms"] / 1000.0)
+                got = "ok"
+            except ironlock.IronlockError as e:
+                got = e.code
+            assert got == step["expect"], ctx
+        elif op == "release":
+            held = locks[step["lock"]].release()
+            assert held == step["expect_held"], ctx
+        elif op == "expect_valid":
+            assert locks[step["lock"]].valid == step["valid"], ctx
+        elif op == "expect_fence":
+            assert (locks[step["lock"]].fence is not None) == step["present"], ctx
+        elif op == "expect_fence_increasing":
+            fences = [locks[n].fence for n in step["locks"]]
+            assert all(f is not None for f in fences), ctx
+            assert all(a < b for a, b in zip(fences, fences[1:])), f"{ctx}: {fences}"  # type: ignore[operator]
+        elif op == "redis":
+            got = cluster.cmd(step["node"], *step["args"])
+            if "expect" in step:
+                assert got == expand(step["expect"], locks), f"{ctx}: {step['args']}"
+            if "expect_gt" in step:
+                assert int(got) > step["expect_gt"], f"{ctx}: {got}"
+        elif op in NODE_OPS:
+            cluster.control(op, step["node"])
+        elif op == "sleep":
+            time.sleep(step["ms"] / 1000.0)
+        else:
+            raise AssertionError(f"{ctx}: unknown op {op}")
+    manager.close()
