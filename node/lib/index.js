@@ -18,6 +18,9 @@ function abortReason(signal) {
 /** A lock granted by a quorum. Release it explicitly (or with `await using`). */
 class Lock {
   constructor(nativeLock) {
+    if (!(nativeLock instanceof native.NativeLock)) {
+      throw errors.invalid('Lock: locks are created by LockManager.acquire')
+    }
     Object.defineProperty(this, kNative, { value: nativeLock })
   }
 
@@ -95,10 +98,13 @@ if (asyncDispose) {
 }
 
 /** Runs `routine(signal, lock)` while the core keeps the lock extended; releases after. */
-async function runUsing(lock, routine) {
+async function runUsing(lock, routine, userSignal) {
   const n = lock[kNative]
   const controller = new AbortController()
   let finished = false
+  // The caller's own signal (options.signal) aborts the routine too.
+  const forward = () => controller.abort(abortReason(userSignal))
+  userSignal?.addEventListener('abort', forward, { once: true })
   n.keepAlive()
   n.waitLost().then(
     (encoded) => {
@@ -116,11 +122,12 @@ async function runUsing(lock, routine) {
     failure = e
   }
   finished = true
+  userSignal?.removeEventListener('abort', forward)
   n.stopKeepAlive()
-  const lost = controller.signal.aborted || n.isLost() || !n.isValid()
+  const lost = n.isLost() || !n.isValid()
   const released = await lock.release()
   if (lost) {
-    const reason = controller.signal.aborted ? controller.signal.reason : null
+    const reason = controller.signal.reason
     if (reason instanceof LockLostError) throw reason
     throw new LockLostError(
       `lock on ${JSON.stringify(lock.resources)} was lost while the routine ran`,
@@ -213,7 +220,8 @@ class LockManager {
   /**
    * Acquires, runs `routine(signal, lock)` while the lock is extended automatically, then
    * releases. `signal` aborts at once (reason: a LockLostError) if the lock is lost; `using`
-   * then rejects with that LockLostError. Call as `using(resources, durationMs, routine)` or,
+   * then rejects with that LockLostError. `options.signal`, if given, cancels a waiting acquire
+   * and aborts the routine's signal as well (with its own reason). Call as `using(resources, durationMs, routine)` or,
    * like node-redlock, `using(resources, durationMs, options, routine)`.
    */
   async using(resources, durationMs, optionsOrRoutine, routine) {
@@ -224,7 +232,7 @@ class LockManager {
     }
     args.func('routine', routine)
     const lock = await this.acquire(resources, durationMs, options)
-    return runUsing(lock, routine)
+    return runUsing(lock, routine, options?.signal)
   }
 
   /** Stops background work. Held locks are not released; later calls reject UNAVAILABLE. */

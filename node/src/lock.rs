@@ -115,7 +115,7 @@ impl NativeLock {
     }
 
     /// Extends every key to `ttl_ms` from now on a quorum.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(ts_return_type = "Promise<void>", catch_unwind)]
     pub fn extend<'env>(&self, env: &'env Env, ttl_ms: f64) -> Result<PromiseRaw<'env, ()>> {
         let ttl = millis("durationMs", ttl_ms)?;
         let lock = self.lock.clone();
@@ -123,7 +123,7 @@ impl NativeLock {
     }
 
     /// Deletes the keys that still hold this lock's token; never rejects for a lost lock.
-    #[napi(ts_return_type = "Promise<ReleaseResult>")]
+    #[napi(ts_return_type = "Promise<ReleaseResult>", catch_unwind)]
     pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ReleaseResult>> {
         self.keeper().take();
         let lock = self.lock.clone();
@@ -138,7 +138,7 @@ impl NativeLock {
     }
 
     /// Starts the core's auto-extension (stopped by `stopKeepAlive`, `release`, or loss).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn keep_alive(&self) {
         let keeper = within_runtime_if_available(|| self.lock.keep_alive());
         *self.keeper() = Some(keeper);
@@ -154,7 +154,7 @@ impl NativeLock {
 
     /// Resolves when the lock is lost, with the encoded LOST error (the envelope string) that
     /// says why, or with `null` once it was released.
-    #[napi(ts_return_type = "Promise<string | null>")]
+    #[napi(ts_return_type = "Promise<string | null>", catch_unwind)]
     pub fn wait_lost<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Option<String>>> {
         let lock = self.lock.clone();
         env.spawn_future(async move {

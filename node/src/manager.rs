@@ -27,7 +27,7 @@ pub struct NativeManager {
 impl NativeManager {
     /// Validates `nodes` and `settings` (throwing INVALID_ARGUMENT or CONNECTION at once) and
     /// starts connecting to every node without blocking the event loop.
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(nodes: Vec<String>, settings: Option<Settings>) -> Result<Self> {
         let config = settings.unwrap_or_default().into_config(nodes)?;
         let mut connecting: BoxFuture<'static, _> = Box::pin(LockManager::new(config));
@@ -56,7 +56,7 @@ impl NativeManager {
 
     /// Acquires `resources` for `ttl_ms`; rejects with CONTENDED / UNAVAILABLE / … or, when
     /// `cancel` fires first, with ABORTED (any key already set is released in the background).
-    #[napi(ts_return_type = "Promise<NativeLock>")]
+    #[napi(ts_return_type = "Promise<NativeLock>", catch_unwind)]
     pub fn acquire<'env>(
         &self,
         env: &'env Env,
@@ -87,7 +87,7 @@ impl NativeManager {
 
     /// Resolves once the first connection attempt to every node has finished (a node that is
     /// down does not fail it); rejects with CONNECTION when a host cannot be resolved.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(ts_return_type = "Promise<void>", catch_unwind)]
     pub fn ready<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let manager = self.manager.clone();
         env.spawn_future(async move { manager.await.map(|_| ()).map_err(to_napi) })
@@ -95,7 +95,7 @@ impl NativeManager {
 
     /// Stops the manager's background tasks; later operations reject with UNAVAILABLE. Locks
     /// already granted are not released.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(ts_return_type = "Promise<void>", catch_unwind)]
     pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let manager = self.manager.clone();
         env.spawn_future(async move {
