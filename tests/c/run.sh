@@ -20,7 +20,7 @@ passed=0
 failed=0
 failures=()
 
-step() { printf '\n== %s\n' "$*"; }
+step() { printf '\n== %s (at %ds)\n' "$*" "$SECONDS"; }
 pass() { passed=$((passed + 1)); echo "PASS $1"; }
 fail() { failed=$((failed + 1)); failures+=("$1"); echo "FAIL $1"; }
 run() { # run NAME COMMAND...: one test, judged by its exit code
@@ -70,6 +70,17 @@ header_version="$(macro MAJOR).$(macro MINOR).$(macro PATCH)"
 echo "Cargo: $cargo_version, header: $header_version"
 run "IRONLOCK_VERSION_* == $cargo_version" test "$cargo_version" = "$header_version"
 
+step "README quick start == ffi/examples/basic.c"
+c_section_example() { # the first ```c block after the "## C and C++" heading
+  awk '/^## C and C\+\+/ { section = 1 } section && /^```c$/ { inside = 1; next }
+       inside && /^```$/ { exit } inside { print }' "$1"
+}
+for doc in ffi/README-section.md README.md; do
+  if grep -q '^## C and C++' "$doc"; then
+    run "$doc quick start is ffi/examples/basic.c" diff -u <(c_section_example "$doc") ffi/examples/basic.c
+  fi
+done
+
 step "compile (C11 -Wall -Wextra -Werror, C++17 -pedantic; shared and static)"
 make -s -C tests/c -j2
 run "test programs link libironlock.so" sh -c "readelf -d '$BUILD/test_api-shared' | grep -q 'NEEDED.*libironlock.so'"
@@ -108,7 +119,7 @@ vg() { # vg NAME PROGRAM ARGS...: prints valgrind's ERROR SUMMARY line (the whol
   rm -f "$log"
 }
 vg "test_api" "$BUILD/test_api-shared"
-vg "corpus" "$BUILD/corpus-shared"
+IRONLOCK_CORPUS_SLOW=1 vg "corpus" "$BUILD/corpus-shared"
 vg "8 threads contending" "$BUILD/test_threads-shared" 5
 vg "C++17" "$BUILD/test_cpp-shared"
 vg "basic.c" "$BUILD/basic-static" "${URLS[@]}"
