@@ -3,12 +3,20 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
+import fs from 'node:fs'
 import { promisify } from 'node:util'
 import { fileURLToPath } from 'node:url'
 
 import { startCluster } from './harness.mjs'
 
 const example = fileURLToPath(new URL('../examples/basic.mjs', import.meta.url))
+
+test('the README quick start is examples/basic.mjs verbatim', () => {
+  const code = fs.readFileSync(example, 'utf8')
+  const candidates = [new URL('../README-section.md', import.meta.url), new URL('../../README.md', import.meta.url)]
+  const texts = candidates.filter((u) => fs.existsSync(u)).map((u) => fs.readFileSync(u, 'utf8'))
+  assert.ok(texts.some((t) => t.includes(code)), 'README Node quick start differs from examples/basic.mjs')
+})
 
 test('examples/basic.mjs runs', { timeout: 60_000 }, async () => {
   const cluster = await startCluster(3)
