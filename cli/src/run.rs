@@ -272,6 +272,8 @@ async fn supervise(
     signals: &mut Signals,
     out: &Output,
 ) -> u8 {
+    // Extended from the grant on, so a slow start cannot eat the validity.
+    let keeper = lock.keep_alive();
     let mut child = match spawn(args, lock) {
         Ok(c) => c,
         Err((code, message)) => {
@@ -285,7 +287,6 @@ async fn supervise(
     };
     let pid = child.id().map(|p| p as i32);
     out.event("started", json!({"pid": pid}));
-    let keeper = lock.keep_alive();
     let mut lost = false;
     let mut kill_at: Option<tokio::time::Instant> = None;
     let status = loop {
@@ -313,9 +314,19 @@ async fn supervise(
                 let _ = child.start_kill();
             }
             sig = signals.recv() => {
-                out.info(&format!("forwarding {} to the command", signal_name(sig)));
-                out.event("signal", json!({"signal": signal_name(sig), "forwarded_to": pid}));
-                send(pid, sig);
+                let forward = !(sig == libc::SIGINT && terminal_foreground());
+                out.info(&format!(
+                    "{} {}",
+                    signal_name(sig),
+                    if forward { "forwarded to the command" } else { "from the terminal" },
+                ));
+                out.event("signal", json!({
+                    "signal": signal_name(sig),
+                    "forwarded_to": if forward { pid } else { None },
+                }));
+                if forward {
+                    send(pid, sig);
+                }
             }
         }
     };
@@ -343,6 +354,20 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+/// True when this process's group is the foreground group of the terminal on stdin or stderr.
+/// A SIGINT then came from Ctrl-C, which the terminal sent to the whole group, the command
+/// included: forwarding it again would deliver it twice (a second SIGINT cuts short the
+/// clean-up of programs such as Python's).
+fn terminal_foreground() -> bool {
+    // SAFETY: getpgrp and tcgetpgrp only read process state; invalid fds return -1.
+    unsafe {
+        let group = libc::getpgrp();
+        [libc::STDIN_FILENO, libc::STDERR_FILENO]
+            .iter()
+            .any(|&fd| libc::tcgetpgrp(fd) == group)
     }
 }
 

@@ -108,6 +108,16 @@ pub async fn release(resource: &str, token: &str, config: Config, out: &Output) 
             );
         }
     }
+    if !released.held {
+        // Unreachable nodes are the other reason nothing was released by a quorum.
+        for n in released.report.nodes.iter().filter(|n| n.error.is_some()) {
+            out.error(&format!(
+                "  {}: {}",
+                n.url,
+                n.error.as_deref().unwrap_or_default()
+            ));
+        }
+    }
     out.info(&format!("{}", released.report));
     if released.held { 0 } else { 1 }
 }

@@ -378,3 +378,35 @@ fn a_signal_while_waiting_ends_the_wait() {
         "holder {token} did not release"
     );
 }
+
+#[test]
+fn signals_reach_the_command_once() {
+    let cluster = cluster(1);
+    let urls = cluster.urls();
+    let dir = temp_dir();
+    let key = unique("forward");
+    let marks = dir.join("marks");
+    // Counts SIGINT and SIGHUP, exits 9 on SIGTERM.
+    let script = format!(
+        "trap 'echo INT >> {0}' INT; trap 'echo HUP >> {0}' HUP; trap 'exit 9' TERM; \
+         echo started >> {0}; while :; do sleep 0.05; done",
+        marks.display()
+    );
+    let child = ironlock(&urls)
+        .args(["run", &key, "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for_file(&marks, LIMIT, |t| t.contains("started"));
+    signal(&child, libc::SIGINT);
+    wait_for_file(&marks, LIMIT, |t| t.contains("INT"));
+    signal(&child, libc::SIGHUP);
+    wait_for_file(&marks, LIMIT, |t| t.contains("HUP"));
+    signal(&child, libc::SIGTERM);
+    let out = finish(child, LIMIT);
+    assert_eq!(code(&out), 9, "{}", stderr(&out));
+    let text = std::fs::read_to_string(&marks).expect("marks");
+    assert_eq!(text, "started\nINT\nHUP\n");
+    assert_eq!(get(&cluster, 0, &key), None, "not released");
+}
