@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", ironlock::VERSION)?;
     m.add("SETTINGS", convert::SETTINGS.to_vec())?;
+    m.add_class::<manager::ManagerBase>()?;
     m.add_class::<manager::LockManager>()?;
     m.add_class::<manager::AsyncLockManager>()?;
     m.add_class::<lock::LockBase>()?;

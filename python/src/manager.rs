@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use ironlock::Config;
 use pyo3::prelude::*;
+use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::{PyDict, PyList};
 
 use crate::convert;
@@ -157,11 +158,60 @@ impl<'py> IntoPyObject<'py> for Holders {
     }
 }
 
-/// Takes Redlock locks over N independent Redis masters; blocking methods release the GIL.
+/// What both managers share: settings, connection state and the read-only properties.
 #[pyclass(subclass, frozen, module = "ironlock._native")]
-pub struct LockManager {
+pub struct ManagerBase {
     core: Arc<Core>,
 }
+
+impl ManagerBase {
+    fn new(
+        py: Python<'_>,
+        nodes: &Bound<'_, PyAny>,
+        settings: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        Ok(ManagerBase {
+            core: connect(py, nodes, settings)?,
+        })
+    }
+}
+
+#[pymethods]
+impl ManagerBase {
+    /// Stops background tasks; later operations raise `QuorumUnavailableError`. Locks already
+    /// granted are not released (release them first).
+    fn close(&self) {
+        self.core.close();
+    }
+
+    /// True after `close()`.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.core.closed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Q = floor(N / 2) + 1.
+    #[getter]
+    fn quorum(&self) -> usize {
+        ironlock::quorum(self.core.config.nodes().len())
+    }
+
+    /// The node URLs with passwords replaced by `***`.
+    #[getter]
+    fn nodes(&self) -> Vec<String> {
+        self.core.redacted_nodes()
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        slf.get()
+            .core
+            .repr(slf.py(), &slf.get_type().name()?.to_string())
+    }
+}
+
+/// Takes Redlock locks over N independent Redis masters; blocking methods release the GIL.
+#[pyclass(extends = ManagerBase, subclass, frozen, module = "ironlock._native")]
+pub struct LockManager;
 
 #[pymethods]
 impl LockManager {
@@ -171,16 +221,17 @@ impl LockManager {
         py: Python<'_>,
         nodes: &Bound<'_, PyAny>,
         settings: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Self> {
-        Ok(LockManager {
-            core: connect(py, nodes, settings)?,
-        })
+    ) -> PyResult<PyClassInitializer<Self>> {
+        Ok(
+            PyClassInitializer::from(ManagerBase::new(py, nodes, settings)?)
+                .add_subclass(LockManager),
+        )
     }
 
     /// Acquires `resources` (a name or a list of names) for `ttl` seconds; raises on failure.
     #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None))]
     fn acquire(
-        &self,
+        slf: PyRef<'_, Self>,
         py: Python<'_>,
         resources: &Bound<'_, PyAny>,
         ttl: &Bound<'_, PyAny>,
@@ -189,66 +240,37 @@ impl LockManager {
         retry_count: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let call = AcquireCall::parse(resources, ttl, wait, fencing, retry_count)?;
-        let core = self.core.clone();
+        let core = slf.as_super().core.clone();
         runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
     }
 
     /// Deletes `resources` wherever they still hold `token` (a lock taken elsewhere).
     fn release_token(
-        &self,
+        slf: PyRef<'_, Self>,
         py: Python<'_>,
         resources: &Bound<'_, PyAny>,
         token: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let (resources, token) = (convert::resources(resources)?, convert::token(token)?);
-        runtime::block_on(py, release_token(self.core.clone(), resources, token))
+        let core = slf.as_super().core.clone();
+        runtime::block_on(py, release_token(core, resources, token))
     }
 
     /// Who holds `resource` on each node: a list of dicts (url, token, ttl, error).
     fn inspect<'py>(
-        &self,
+        slf: PyRef<'py, Self>,
         py: Python<'py>,
         resource: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
         let resource = convert::resource(resource)?;
-        let list = runtime::block_on(py, inspect(self.core.clone(), resource))?;
-        holders(py, list)
-    }
-
-    /// Stops background tasks; later operations raise `QuorumUnavailableError`.
-    fn close(&self) {
-        self.core.close();
-    }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.core.closed.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Q = floor(N / 2) + 1.
-    #[getter]
-    fn quorum(&self) -> usize {
-        ironlock::quorum(self.core.config.nodes().len())
-    }
-
-    /// The node URLs with passwords replaced by `***`.
-    #[getter]
-    fn nodes(&self) -> Vec<String> {
-        self.core.redacted_nodes()
-    }
-
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        slf.get()
-            .core
-            .repr(slf.py(), &slf.get_type().name()?.to_string())
+        let core = slf.as_super().core.clone();
+        holders(py, runtime::block_on(py, inspect(core, resource))?)
     }
 }
 
 /// Takes Redlock locks over N independent Redis masters; methods are coroutines.
-#[pyclass(subclass, frozen, module = "ironlock._native")]
-pub struct AsyncLockManager {
-    core: Arc<Core>,
-}
+#[pyclass(extends = ManagerBase, subclass, frozen, module = "ironlock._native")]
+pub struct AsyncLockManager;
 
 #[pymethods]
 impl AsyncLockManager {
@@ -258,17 +280,18 @@ impl AsyncLockManager {
         py: Python<'_>,
         nodes: &Bound<'_, PyAny>,
         settings: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Self> {
-        Ok(AsyncLockManager {
-            core: connect(py, nodes, settings)?,
-        })
+    ) -> PyResult<PyClassInitializer<Self>> {
+        Ok(
+            PyClassInitializer::from(ManagerBase::new(py, nodes, settings)?)
+                .add_subclass(AsyncLockManager),
+        )
     }
 
     /// Acquires `resources` (a name or a list of names) for `ttl` seconds; raises on failure.
     /// Cancelling the awaiting task leaves no key behind.
     #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None))]
     fn acquire<'py>(
-        &self,
+        slf: PyRef<'py, Self>,
         py: Python<'py>,
         resources: &Bound<'py, PyAny>,
         ttl: &Bound<'py, PyAny>,
@@ -277,59 +300,33 @@ impl AsyncLockManager {
         retry_count: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let call = AcquireCall::parse(resources, ttl, wait, fencing, retry_count)?;
-        runtime::awaitable(py, call.run(self.core.clone(), Flavor::Async))
+        let core = slf.as_super().core.clone();
+        runtime::awaitable(py, call.run(core, Flavor::Async))
     }
 
     /// Deletes `resources` wherever they still hold `token` (a lock taken elsewhere).
     fn release_token<'py>(
-        &self,
+        slf: PyRef<'py, Self>,
         py: Python<'py>,
         resources: &Bound<'py, PyAny>,
         token: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (resources, token) = (convert::resources(resources)?, convert::token(token)?);
-        runtime::awaitable(py, release_token(self.core.clone(), resources, token))
+        let core = slf.as_super().core.clone();
+        runtime::awaitable(py, release_token(core, resources, token))
     }
 
     /// Who holds `resource` on each node: a list of dicts (url, token, ttl, error).
     fn inspect<'py>(
-        &self,
+        slf: PyRef<'py, Self>,
         py: Python<'py>,
         resource: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let resource = convert::resource(resource)?;
-        let core = self.core.clone();
+        let core = slf.as_super().core.clone();
         runtime::awaitable(
             py,
             async move { Ok(Holders(inspect(core, resource).await?)) },
         )
-    }
-
-    /// Stops background tasks; later operations raise `QuorumUnavailableError`.
-    fn close(&self) {
-        self.core.close();
-    }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.core.closed.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Q = floor(N / 2) + 1.
-    #[getter]
-    fn quorum(&self) -> usize {
-        ironlock::quorum(self.core.config.nodes().len())
-    }
-
-    /// The node URLs with passwords replaced by `***`.
-    #[getter]
-    fn nodes(&self) -> Vec<String> {
-        self.core.redacted_nodes()
-    }
-
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        slf.get()
-            .core
-            .repr(slf.py(), &slf.get_type().name()?.to_string())
     }
 }

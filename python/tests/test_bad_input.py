@@ -181,3 +181,18 @@ def test_exception_hierarchy() -> None:
     assert issubclass(ironlock.ForkedLockError, RuntimeError)
     codes = {c.code for c in ALL_ERRORS}
     assert codes == {"INTERNAL", "CONTENDED", "UNAVAILABLE", "LOST", "INVALID_ARGUMENT", "CONNECTION"}
+
+
+def test_unresolvable_host_is_a_connection_error() -> None:
+    with pytest.raises(ironlock.IronlockConnectionError) as info:
+        ironlock.LockManager(["redis://no-such-host.invalid:6379"], connect_timeout=2.0)
+    assert isinstance(info.value, ConnectionError) and info.value.code == "CONNECTION"
+    assert "nodes[0]" in str(info.value)
+
+
+def test_huge_but_finite_durations_do_not_crash(manager: ironlock.LockManager, name: str) -> None:
+    lock = manager.acquire(name, 5.0)
+    for wait in (1e9, 1e30):
+        with pytest.raises(ironlock.IronlockError):
+            manager.acquire(name, 5.0, wait=wait, retry_count=0)
+    assert lock.release()

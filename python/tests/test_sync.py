@@ -247,3 +247,18 @@ def test_max_extensions(cluster3: Cluster, name: str) -> None:
     with pytest.raises(ironlock.InvalidArgumentError, match="max_extensions"):
         lock.extend()
     assert lock.release()
+
+
+def test_with_lock_raises_lost_when_validity_ran_out(
+    manager: ironlock.LockManager, cluster3: Cluster, name: str
+) -> None:
+    with pytest.raises(ironlock.LockLostError):
+        with manager.lock(name, ttl=0.3) as lock:
+            time.sleep(0.45)
+            assert not lock.valid and lock.remaining == 0.0
+    # A body's own exception is not masked by the loss.
+    with pytest.raises(KeyError):
+        with manager.lock(name, ttl=0.3):
+            time.sleep(0.45)
+            raise KeyError("body")
+    assert wait_until(lambda: keys_left(cluster3, name) == 0)

@@ -7,32 +7,13 @@ from types import TracebackType
 from typing import Any, Optional, Type
 
 from . import _native
-from ._sync import Resources, _lost_error, _wait_for
+from ._sync import Resources, _LockSpec, _lost_error, _quorum_holds, _wait_for
 from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
 
 
-class AsyncDistributedLock:
+class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
     """The asyncio twin of ``DistributedLock``: ``async with``, ``await acquire(...)``,
     ``await release()``, ``await locked()``, ``owned()``."""
-
-    def __init__(
-        self,
-        manager: "AsyncLockManager",
-        resources: Resources,
-        ttl: Any,
-        *,
-        wait: Any = None,
-        fencing: bool = False,
-        auto_extend: bool = False,
-    ) -> None:
-        self._manager = manager
-        self._resources = resources
-        self._ttl = ttl
-        self._wait = wait
-        self._fencing = fencing
-        self._auto_extend = auto_extend
-        self._lock: Optional[_native.AsyncLock] = None
-        self._keeper: Optional[_native.KeepAlive] = None
 
     async def _take(self, **how: Any) -> _native.AsyncLock:
         lock = await self._manager.acquire(
@@ -69,22 +50,10 @@ class AsyncDistributedLock:
         resources (for any owner)."""
         if self.owned():
             return True
-        names = [self._resources] if isinstance(self._resources, str) else self._resources
-        for name in names:
-            holders = await self._manager.inspect(name)
-            if sum(1 for h in holders if h["token"] is not None) >= self._manager.quorum:
+        for name in self._names():
+            if _quorum_holds(await self._manager.inspect(name), self._manager.quorum):
                 return True
         return False
-
-    def owned(self) -> bool:
-        """True while this object holds the lock and its validity lasts."""
-        lock = self._lock
-        return lock is not None and lock.valid
-
-    @property
-    def lock(self) -> Optional[_native.AsyncLock]:
-        """The held ``AsyncLock``, or None."""
-        return self._lock
 
     async def __aenter__(self) -> _native.AsyncLock:
         return await self._take(wait=self._wait)
@@ -101,12 +70,6 @@ class AsyncDistributedLock:
         except LockLostError:
             if exc is None:
                 raise
-
-    def __repr__(self) -> str:
-        return (
-            f"<ironlock.AsyncDistributedLock resources={self._resources!r} ttl={self._ttl!r} "
-            f"owned={self.owned()}>"
-        )
 
 
 class AsyncLockManager(_native.AsyncLockManager):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any, Dict, Optional, Sequence, Type, Union
+from typing import Any, Dict, Generic, List, Optional, Sequence, Type, TypeVar, Union
 
 from . import _native
 from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
@@ -32,24 +32,16 @@ def _wait_for(blocking: bool, timeout: Optional[float], default: Any) -> Dict[st
         return {"retry_count": 2**32 - 1}
     return {"wait": timeout}
 
+M = TypeVar("M")
+L = TypeVar("L", bound=_native.LockBase)
 
-class DistributedLock:
-    """A distributed lock shaped like ``threading.Lock`` (and redis-py's ``Lock``).
 
-    ``with`` acquires (waiting up to ``wait`` seconds, or the manager's retry settings when
-    ``wait`` is None) and releases; leaving the block raises ``LockLostError`` if the lock was
-    lost meanwhile. ``acquire(blocking=True, timeout=None) -> bool`` returns False instead of
-    raising when the lock is held elsewhere or no quorum answered. With ``auto_extend`` (what
-    ``manager.using()`` returns) the lock is extended in the background while held, and
-    ``lock.lost`` is set the moment it is lost.
-
-    The object may be shared by threads like ``threading.Lock``: a second acquirer waits until
-    the holder releases. It is not reentrant.
-    """
+class _LockSpec(Generic[M, L]):
+    """What the blocking and the asyncio lock objects share: what to lock, and the held lock."""
 
     def __init__(
         self,
-        manager: "LockManager",
+        manager: M,
         resources: Resources,
         ttl: Any,
         *,
@@ -63,9 +55,50 @@ class DistributedLock:
         self._wait = wait
         self._fencing = fencing
         self._auto_extend = auto_extend
-        self._guard = threading.Lock()
-        self._lock: Optional[_native.Lock] = None
+        self._lock: Optional[L] = None
         self._keeper: Optional[_native.KeepAlive] = None
+
+    def _names(self) -> List[str]:
+        return [self._resources] if isinstance(self._resources, str) else list(self._resources)
+
+    def owned(self) -> bool:
+        """True while this object holds the lock and its validity lasts."""
+        lock = self._lock
+        return lock is not None and lock.valid
+
+    @property
+    def lock(self) -> Optional[L]:
+        """The held lock (fence, token, remaining, lost, …), or None."""
+        return self._lock
+
+    def __repr__(self) -> str:
+        return (
+            f"<ironlock.{type(self).__name__} resources={self._resources!r} ttl={self._ttl!r} "
+            f"owned={self.owned()}>"
+        )
+
+
+def _quorum_holds(holders: List[Dict[str, Any]], quorum: int) -> bool:
+    return sum(1 for h in holders if h["token"] is not None) >= quorum
+
+
+class DistributedLock(_LockSpec["LockManager", _native.Lock]):
+    """A distributed lock shaped like ``threading.Lock`` (and redis-py's ``Lock``).
+
+    ``with`` acquires (waiting up to ``wait`` seconds, or the manager's retry settings when
+    ``wait`` is None) and releases; leaving the block raises ``LockLostError`` if the lock was
+    lost meanwhile. ``acquire(blocking=True, timeout=None) -> bool`` returns False instead of
+    raising when the lock is held elsewhere or no quorum answered. With ``auto_extend`` (what
+    ``manager.using()`` returns) the lock is extended in the background while held, and
+    ``lock.lost`` is set the moment it is lost.
+
+    The object may be shared by threads like ``threading.Lock``: a second acquirer waits until
+    the holder releases. It is not reentrant.
+    """
+
+    def __init__(self, manager: "LockManager", resources: Resources, ttl: Any, **how: Any) -> None:
+        super().__init__(manager, resources, ttl, **how)
+        self._guard = threading.Lock()
 
     def _take(self, **how: Any) -> _native.Lock:
         lock = self._manager.acquire(self._resources, self._ttl, fencing=self._fencing, **how)
@@ -105,23 +138,8 @@ class DistributedLock:
         resources (for any owner)."""
         if self.owned():
             return True
-        names = [self._resources] if isinstance(self._resources, str) else self._resources
         quorum = self._manager.quorum
-        for name in names:
-            holders = self._manager.inspect(name)
-            if sum(1 for h in holders if h["token"] is not None) >= quorum:
-                return True
-        return False
-
-    def owned(self) -> bool:
-        """True while this object holds the lock and its validity lasts."""
-        lock = self._lock
-        return lock is not None and lock.valid
-
-    @property
-    def lock(self) -> Optional[_native.Lock]:
-        """The held ``Lock`` (fence, token, remaining, lost, …), or None."""
-        return self._lock
+        return any(_quorum_holds(self._manager.inspect(n), quorum) for n in self._names())
 
     def __enter__(self) -> _native.Lock:
         return self._take(wait=self._wait)
@@ -137,12 +155,6 @@ class DistributedLock:
         except LockLostError:
             if exc is None:
                 raise
-
-    def __repr__(self) -> str:
-        return (
-            f"<ironlock.DistributedLock resources={self._resources!r} ttl={self._ttl!r} "
-            f"owned={self.owned()}>"
-        )
 
 
 class LockManager(_native.LockManager):
