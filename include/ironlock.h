@@ -423,8 +423,8 @@ ironlock_status ironlock_lock_report(const struct ironlock_lock *lock);
  * return quickly (it holds up that thread) and may only call non-blocking functions
  * (`ironlock_lock_is_lost`, `_is_valid`, `_validity_ms`, `_token`, `_fence`, set a flag,
  * signal a condition variable); blocking calls (`ironlock_acquire`, `ironlock_extend`,
- * `ironlock_release*`) fail there with IRONLOCK_INVALID_ARGUMENT, and it must not call
- * `ironlock_lock_free` on this lock. `userdata` must stay valid until auto-extension is
+ * `ironlock_release*`) fail there with IRONLOCK_INVALID_ARGUMENT; it must not call
+ * `ironlock_lock_free` on this lock, and must not throw (C++). `userdata` must stay valid until auto-extension is
  * stopped or the lock freed; once those return, the callback is not running and never will.
  *
  * IRONLOCK_LOST if the lock is already lost or released; IRONLOCK_INVALID_ARGUMENT if
