@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "ironlock", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Options for every command")]
     pub global: Global,
     #[command(subcommand)]
     pub command: Command,
@@ -40,7 +40,7 @@ pub struct Global {
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
 
-    /// Also report every acquisition, extension failure and release with per-node votes
+    /// Also report the acquisition (token, validity, per-node votes), signals and the release
     #[arg(short, long, global = true)]
     pub verbose: bool,
 
@@ -87,7 +87,7 @@ pub struct RunArgs {
     #[arg(short, long)]
     pub nonblock: bool,
 
-    /// Exit code when the lock is held elsewhere (or the wait timed out)
+    /// Exit code when the lock is held elsewhere (at once with -n, or when --wait runs out)
     #[arg(
         short = 'E',
         long,

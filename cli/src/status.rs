@@ -58,6 +58,7 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
                 "unknown: only {answered} of {} nodes answered (quorum {quorum})",
                 holders.len()
             ),
+            None if holders.iter().all(|h| h.token.is_none()) => "free".to_owned(),
             None => "not held by a quorum".to_owned(),
         };
         println!("{resource:?}: {summary} (quorum {quorum})");

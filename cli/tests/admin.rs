@@ -73,7 +73,11 @@ fn status_shows_the_holder_and_release_frees_it() {
     }
     let out = run(ironlock(&urls).args(["status", &key]), LIMIT);
     assert_eq!(code(&out), 0);
-    assert!(stdout(&out).contains("not held"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(": free (quorum 2)"),
+        "{}",
+        stdout(&out)
+    );
     let out = finish(holder, LIMIT);
     assert_eq!(code(&out), 75, "{}", stderr(&out));
 }
