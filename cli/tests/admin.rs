@@ -167,3 +167,43 @@ fn passwords_never_appear_in_output() {
         assert!(!all.is_empty());
     }
 }
+
+#[test]
+fn key_prefix_names_the_key() {
+    let cluster = cluster(1);
+    let urls = cluster.urls();
+    let dir = temp_dir();
+    let resource = unique("prefixed");
+    let ready = dir.join("ready");
+    let holder = ironlock(&urls)
+        .args(["run", "--key-prefix", "app:", &resource, "-c"])
+        .arg(format!(
+            "echo $IRONLOCK_TOKEN > {}; exec sleep 20",
+            ready.display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn holder");
+    let token = wait_for_file(&ready, LIMIT, |t| t.ends_with('\n'))
+        .trim()
+        .to_owned();
+    assert_eq!(
+        get(&cluster, 0, &format!("app:{resource}")),
+        Some(token.clone())
+    );
+    assert_eq!(get(&cluster, 0, &resource), None);
+    let out = run(
+        ironlock(&urls).args(["status", "--json", "--key-prefix", "app:", &resource]),
+        LIMIT,
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("status JSON");
+    assert_eq!(v["holder"].as_str(), Some(token.as_str()));
+    assert_eq!(v["key"].as_str(), Some(format!("app:{resource}").as_str()));
+    let out = run(ironlock(&urls).args(["status", "--json", &resource]), LIMIT);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("status JSON");
+    assert_eq!(v["holder"], serde_json::Value::Null);
+    signal(&holder, libc::SIGTERM);
+    assert_eq!(code(&finish(holder, LIMIT)), 143);
+    assert_eq!(get(&cluster, 0, &format!("app:{resource}")), None);
+}

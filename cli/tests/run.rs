@@ -356,19 +356,25 @@ fn a_signal_while_waiting_ends_the_wait() {
         .spawn()
         .expect("spawn holder");
     wait_for_file(&ready, LIMIT, |t| !t.is_empty());
+    // Its JSON events go to a file, so the test can see it is waiting (handlers installed).
+    let events = dir.join("events");
     let waiter = ironlock(&urls)
-        .args(["run", &key, "--", "echo", "must not run"])
+        .args(["run", "--json", &key, "--", "echo", "must not run"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(&events).expect("events file"))
         .spawn()
         .expect("spawn waiter");
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for_file(&events, LIMIT, |t| t.contains("\"waiting\""));
     signal(&waiter, libc::SIGINT);
     let t = Instant::now();
     let out = finish(waiter, LIMIT);
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    assert_eq!(code(&out), 130);
     assert_eq!(stdout(&out), "");
+    let text = std::fs::read_to_string(&events).expect("events");
+    let last = json_lines(&text).pop().expect("events");
+    assert_eq!(last["event"], "interrupted", "{text}");
+    assert_eq!(last["signal"], "SIGINT");
     let token = get(&cluster, 0, &key).expect("the holder still holds the key");
     signal(&holder, libc::SIGTERM);
     assert_eq!(code(&finish(holder, LIMIT)), 143);

@@ -134,7 +134,7 @@ fn progress_line_and_ctrl_c_on_a_terminal() {
     let ready = dir.join("ready");
     let holder = ironlock(&urls)
         .args(["run", &key, "-c"])
-        .arg(format!("echo x > {}; sleep 2", ready.display()))
+        .arg(format!("echo x > {}; sleep 3", ready.display()))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
