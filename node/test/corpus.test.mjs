@@ -83,7 +83,7 @@ async function run(sc) {
             got = e.code
             report = e.report
           }
-          assert.equal(got, step.expect, ctx)
+          assert.equal(got, step.expect, `${ctx}: ${JSON.stringify(report)}`)
           checkVotes(step, report, ctx)
           break
         }
@@ -140,7 +140,7 @@ async function run(sc) {
   }
 }
 
-describe('shared corpus', { concurrency: 4 }, () => {
+describe('shared corpus', { concurrency: 1 }, () => {
   it('has every scenario', () => assert.ok(files.length >= 20, `${files.length} scenarios`))
   for (const f of files) {
     const sc = JSON.parse(fs.readFileSync(path.join(DIR, f), 'utf8'))
