@@ -56,7 +56,8 @@ def main() -> int:
             deadline = enter + lock.remaining
             n += 1
             rec = {"worker": wid, "lang": "py", "token": lock.token, "fence": lock.fence,
-                   "enter": enter, "deadline": deadline}
+                   "enter": enter, "deadline": deadline,
+                   "votes": [n.vote for n in lock.report]}
             if deadline - enter > margin:
                 rec["referee"] = referee.command("INCR", counter)
                 if self_stop and n == self_stop:
