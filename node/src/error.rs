@@ -35,7 +35,7 @@ pub fn to_napi(e: ironlock::Error) -> napi::Error {
 
 /// An INVALID_ARGUMENT error raised by the binding's own conversions.
 pub fn invalid(message: impl AsRef<str>) -> napi::Error {
-    encode("INVALID_ARGUMENT", message.as_ref(), None)
+    encode(code(ErrorKind::InvalidArgument), message.as_ref(), None)
 }
 
 /// Encodes `code`, `message` and an optional report as the JSON envelope.
