@@ -31,6 +31,11 @@ pub struct Global {
     #[arg(long, value_name = "SECS", global = true, default_value_t = 60.0)]
     pub max_ttl: f64,
 
+    /// How long to wait for each node's reply in a round (raise it for nodes across a slow
+    /// network; it must stay far below the ttl)
+    #[arg(long, value_name = "SECS", global = true, default_value_t = 0.05)]
+    pub node_timeout: f64,
+
     /// Count "yes" votes of nodes that restarted less than max-ttl ago (only for nodes that
     /// persist every write, e.g. `appendfsync always`, and for throw-away test nodes)
     #[arg(long, global = true)]

