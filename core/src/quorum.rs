@@ -158,7 +158,10 @@ where
             }
         }
         let answered = granted + refused + failed;
-        let decided = early && (granted >= q || n - refused - failed < q);
+        // A failed round waits for a refusal (or for every node) so that the error kind does
+        // not depend on reply order: Contended needs one "held elsewhere" answer.
+        let failed_for_sure = n - refused - failed < q;
+        let decided = early && (granted >= q || (failed_for_sure && refused > 0));
         if decided || answered == n {
             Poll::Ready(())
         } else {

@@ -18,7 +18,10 @@ fn ms(v: &Value) -> Duration {
 }
 
 fn settings(urls: Vec<String>, s: &Value) -> Config {
-    let mut c = Config::new(urls).restart_quarantine(false).retry_count(0);
+    let mut c = Config::new(urls)
+        .restart_quarantine(false)
+        .retry_count(0)
+        .connect_timeout(Duration::from_secs(5));
     let Some(map) = s.as_object() else { return c };
     for (k, v) in map {
         c = match k.as_str() {
@@ -78,11 +81,12 @@ fn expand(v: &Value, locks: &HashMap<String, Lock>) -> Value {
     }
 }
 
-async fn run(path: PathBuf) {
-    let text = std::fs::read_to_string(&path).unwrap();
-    let sc: Value = serde_json::from_str(&text).unwrap();
+fn load(path: &PathBuf) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+async fn run(sc: Value, mut cluster: common::Cluster) {
     let name = sc["name"].as_str().unwrap().to_owned();
-    let mut cluster = common::cluster(sc["nodes"].as_u64().unwrap() as usize);
     let manager = LockManager::new(settings(cluster.urls(), &sc["settings"]))
         .await
         .unwrap();
@@ -183,7 +187,7 @@ async fn run(path: PathBuf) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_corpus_scenario_passes() {
     let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
         .unwrap()
@@ -193,7 +197,16 @@ async fn every_corpus_scenario_passes() {
     files.sort();
     assert!(files.len() >= 20, "corpus has {} scenarios", files.len());
     // Scenarios are independent (own nodes): run them concurrently to keep the suite short.
-    let handles: Vec<_> = files.into_iter().map(|f| tokio::spawn(run(f))).collect();
+    // Nodes are started here, on the test thread, so that starting them (which blocks) never
+    // stalls the runtime's workers while other scenarios talk to Redis.
+    let handles: Vec<_> = files
+        .iter()
+        .map(|f| {
+            let sc = load(f);
+            let cluster = common::cluster(sc["nodes"].as_u64().unwrap() as usize);
+            tokio::spawn(run(sc, cluster))
+        })
+        .collect();
     for h in handles {
         h.await.unwrap();
     }

@@ -13,7 +13,10 @@ pub fn cluster(n: usize) -> Cluster {
 
 /// A configuration for the cluster with restart quarantine off (fresh nodes have uptime 0).
 pub fn config(c: &Cluster) -> Config {
-    Config::new(c.urls()).restart_quarantine(false)
+    // A generous connect timeout: CI machines can be busy.
+    Config::new(c.urls())
+        .restart_quarantine(false)
+        .connect_timeout(Duration::from_secs(5))
 }
 
 pub async fn manager(c: &Cluster) -> LockManager {
