@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -13,22 +12,16 @@ const LIMIT: Duration = Duration::from_secs(30);
 fn status_shows_the_holder_and_release_frees_it() {
     let cluster = cluster(3);
     let urls = cluster.urls();
-    let dir = temp_dir();
     let key = unique("status");
-    let token_file = dir.join("token");
-    let holder = ironlock(&urls)
-        .args(["run", "--ttl", "3", "--kill-grace", "1", &key, "-c"])
-        .arg(format!(
-            "echo $IRONLOCK_TOKEN > {}; exec sleep 20",
-            token_file.display()
-        ))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn holder");
-    let token = wait_for_file(&token_file, LIMIT, |t| t.ends_with('\n'))
-        .trim()
-        .to_owned();
+    let Holder {
+        child: holder,
+        token,
+    } = hold(
+        &urls,
+        &["--ttl", "3", "--kill-grace", "1"],
+        &key,
+        "exec sleep 20",
+    );
 
     let out = run(ironlock(&urls).args(["status", "--json", &key]), LIMIT);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -172,22 +165,11 @@ fn passwords_never_appear_in_output() {
 fn key_prefix_names_the_key() {
     let cluster = cluster(1);
     let urls = cluster.urls();
-    let dir = temp_dir();
     let resource = unique("prefixed");
-    let ready = dir.join("ready");
-    let holder = ironlock(&urls)
-        .args(["run", "--key-prefix", "app:", &resource, "-c"])
-        .arg(format!(
-            "echo $IRONLOCK_TOKEN > {}; exec sleep 20",
-            ready.display()
-        ))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn holder");
-    let token = wait_for_file(&ready, LIMIT, |t| t.ends_with('\n'))
-        .trim()
-        .to_owned();
+    let Holder {
+        child: holder,
+        token,
+    } = hold(&urls, &["--key-prefix", "app:"], &resource, "exec sleep 20");
     assert_eq!(
         get(&cluster, 0, &format!("app:{resource}")),
         Some(token.clone())

@@ -21,14 +21,7 @@ fn concurrent_runs_never_overlap() {
         log.display()
     );
     let children: Vec<_> = (0..6)
-        .map(|_| {
-            ironlock(&urls)
-                .args(["run", "--ttl", "5", &key, "-c", &script])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn")
-        })
+        .map(|_| spawn(ironlock(&urls).args(["run", "--ttl", "5", &key, "-c", &script])))
         .collect();
     for child in children {
         let out = finish(child, LIMIT);
@@ -63,21 +56,16 @@ fn lost_lock_terminates_then_kills_the_command() {
         "trap 'echo TERM >> {0}; exit 0' TERM; echo started >> {0}; while :; do sleep 0.05; done",
         marks.display()
     );
-    let child = ironlock(&urls)
-        .args([
-            "run",
-            "--ttl",
-            "1",
-            "--kill-grace",
-            "5",
-            &key,
-            "-c",
-            &script,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn(ironlock(&urls).args([
+        "run",
+        "--ttl",
+        "1",
+        "--kill-grace",
+        "5",
+        &key,
+        "-c",
+        &script,
+    ]));
     wait_for_file(&marks, LIMIT, |t| t.contains("started"));
     for i in 0..3 {
         cluster.command(i, &["DEL", &key]).expect("DEL");
@@ -95,13 +83,11 @@ fn lost_lock_terminates_then_kills_the_command() {
         "trap '' TERM; echo started >> {0}; while :; do sleep 0.05; done",
         marks.display()
     );
-    let child = ironlock(&urls)
-        .args(["run", "--ttl", "1", "--kill-grace", "0.5", "--json", &key])
-        .args(["-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn(
+        ironlock(&urls)
+            .args(["run", "--ttl", "1", "--kill-grace", "0.5", "--json", &key])
+            .args(["-c", &script]),
+    );
     wait_for_file(&marks, LIMIT, |t| t.contains("started"));
     for i in 0..3 {
         cluster.command(i, &["DEL", &key]).expect("DEL");
@@ -124,7 +110,6 @@ fn lost_lock_terminates_then_kills_the_command() {
 fn exit_codes() {
     let mut cluster = cluster(3);
     let urls = cluster.urls();
-    let dir = temp_dir();
     let key = unique("codes");
     let limit = LIMIT;
 
@@ -147,15 +132,7 @@ fn exit_codes() {
     assert!(stderr(&out).contains("cannot run"), "{}", stderr(&out));
 
     // Held elsewhere: -E with -n at once, and with -w after the wait.
-    let ready = dir.join("ready");
-    let holder = ironlock(&urls)
-        .args(["run", &key, "-c"])
-        .arg(format!("echo x > {}; exec sleep 20", ready.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn holder");
-    wait_for_file(&ready, limit, |t| !t.is_empty());
+    let holder = hold(&urls, &[], &key, "exec sleep 20").child;
     let out = run(
         ironlock(&urls).args(["run", "-n", "-E", "42", &key, "--", "true"]),
         limit,
@@ -269,32 +246,14 @@ fn command_sees_the_lock_in_its_environment() {
 fn json_events_parse_and_waiting_is_silent_off_a_terminal() {
     let cluster = cluster(3);
     let urls = cluster.urls();
-    let dir = temp_dir();
     let key = unique("json");
-    let ready = dir.join("ready");
-    let holder = ironlock(&urls)
-        .args(["run", &key, "-c"])
-        .arg(format!("echo x > {}; sleep 2.5", ready.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn holder");
-    wait_for_file(&ready, LIMIT, |t| !t.is_empty());
+    let holder = hold(&urls, &[], &key, "sleep 2.5").child;
 
     // A blocking waiter with no -v and stderr not a terminal prints nothing of its own.
-    let waiter = ironlock(&urls)
-        .args(["run", &key, "--", "echo", "waited"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn waiter");
+    let waiter = spawn(ironlock(&urls).args(["run", &key, "--", "echo", "waited"]));
     // A JSON waiter, concurrently.
-    let json_waiter = ironlock(&urls)
-        .args(["run", "--json", &key, "-c", "echo $IRONLOCK_TOKEN"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn json waiter");
+    let json_waiter =
+        spawn(ironlock(&urls).args(["run", "--json", &key, "-c", "echo $IRONLOCK_TOKEN"]));
     let out = finish(waiter, LIMIT);
     assert_eq!(code(&out), 0);
     assert_eq!(stdout(&out), "waited\n");
@@ -347,15 +306,7 @@ fn a_signal_while_waiting_ends_the_wait() {
     let urls = cluster.urls();
     let dir = temp_dir();
     let key = unique("interrupt");
-    let ready = dir.join("ready");
-    let holder = ironlock(&urls)
-        .args(["run", &key, "-c"])
-        .arg(format!("echo x > {}; exec sleep 20", ready.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn holder");
-    wait_for_file(&ready, LIMIT, |t| !t.is_empty());
+    let holder = hold(&urls, &[], &key, "exec sleep 20").child;
     // Its JSON events go to a file, so the test can see it is waiting (handlers installed).
     let events = dir.join("events");
     let waiter = ironlock(&urls)
@@ -398,12 +349,7 @@ fn signals_reach_the_command_once() {
          echo started >> {0}; while :; do sleep 0.05; done",
         marks.display()
     );
-    let child = ironlock(&urls)
-        .args(["run", &key, "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn(ironlock(&urls).args(["run", &key, "-c", &script]));
     wait_for_file(&marks, LIMIT, |t| t.contains("started"));
     signal(&child, libc::SIGINT);
     wait_for_file(&marks, LIMIT, |t| t.contains("INT"));

@@ -5,7 +5,6 @@
 mod common;
 
 use std::ffi::CString;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -129,17 +128,8 @@ impl Drop for OnPty {
 fn progress_line_and_ctrl_c_on_a_terminal() {
     let cluster = cluster(3);
     let urls = cluster.urls();
-    let dir = temp_dir();
     let key = unique("tty");
-    let ready = dir.join("ready");
-    let holder = ironlock(&urls)
-        .args(["run", &key, "-c"])
-        .arg(format!("echo x > {}; sleep 3", ready.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn holder");
-    wait_for_file(&ready, LIMIT, |t| !t.is_empty());
+    let holder = hold(&urls, &[], &key, "sleep 3").child;
 
     let script = "n=0; trap 'n=$((n+1))' INT; echo started; i=0; \
                   while [ $i -lt 20 ]; do sleep 0.05; i=$((i+1)); done; echo \"INT x$n\"";

@@ -144,3 +144,38 @@ pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect()
 }
+
+/// Starts a command with piped stdout and stderr.
+pub fn spawn(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ironlock")
+}
+
+/// A running `ironlock run` that holds `key`: its process and the lock's token.
+pub struct Holder {
+    pub child: Child,
+    pub token: String,
+}
+
+/// Starts `ironlock run [options] key -c '…; then'` and waits until its command runs (the lock
+/// is held and ironlock's signal handlers are installed). `then` is what the command does while
+/// holding: `exec sleep 20` to hold until signalled, `sleep 2` to hold for a while.
+pub fn hold(urls: &[String], options: &[&str], key: &str, then: &str) -> Holder {
+    let ready = temp_dir().join("token");
+    let child = spawn(
+        ironlock(urls)
+            .arg("run")
+            .args(options)
+            .args([key, "-c"])
+            .arg(format!(
+                "echo $IRONLOCK_TOKEN > {}; {then}",
+                ready.display()
+            )),
+    );
+    let token = wait_for_file(&ready, Duration::from_secs(30), |t| t.ends_with('\n'))
+        .trim()
+        .to_owned();
+    Holder { child, token }
+}
