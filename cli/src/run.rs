@@ -183,7 +183,8 @@ async fn acquire(
 ) -> Result<Lock, NotAcquired> {
     let resources = [args.resource.as_str()];
     let started = Instant::now();
-    let deadline = wait.map(|w| started + w);
+    // A wait too long to represent is a wait without a deadline.
+    let deadline = wait.and_then(|w| started.checked_add(w));
     let mut last_votes: Option<String> = None;
     let mut ticker = tokio::time::interval(TICK);
     loop {
@@ -306,7 +307,8 @@ async fn supervise(
                     "report": output::report_json(&lock.report()),
                 }));
                 send(pid, libc::SIGTERM);
-                kill_at = Some(tokio::time::Instant::now() + grace);
+                // A grace too long to represent never escalates to SIGKILL.
+                kill_at = tokio::time::Instant::now().checked_add(grace);
             }
             _ = sleep_until(kill_at) => {
                 kill_at = None;
