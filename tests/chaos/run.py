@@ -316,6 +316,22 @@ def nem_kill_restart(ctx: Ctx) -> None:
         k += 1
 
 
+def nem_churn(ctx: Ctx) -> None:
+    """kill -9 + immediate restart of a random node every 1.6 s, never one of the two restarted
+    last: at most two of the five nodes are quarantined at a time, so three eligible nodes keep
+    granting (each grant then needs every eligible node)."""
+    n = len(ctx.h.ports)
+    recent: List[int] = []
+    if not ctx.sleep(0.5):
+        return
+    while True:
+        node = ctx.rng.choice([i for i in range(n) if i not in recent])
+        ctx.restart(node)
+        recent = (recent + [node])[-2:]
+        if not ctx.sleep(1.6):
+            return
+
+
 def nem_rolling(ctx: Ctx) -> None:
     """Rolling restart of every node (0.4 s apart), then 4.5 s of calm, repeatedly."""
     n = len(ctx.h.ports)
@@ -501,6 +517,9 @@ def scenarios() -> List[Scenario]:
         Scenario("kill-restart", nem_kill_restart, "safe", SAFE, **RESTART),
         Scenario("kill-restart", nem_kill_restart, "must_fail", MUST_FAIL, quarantine=False,
                  **RESTART),
+        Scenario("kill-restart-churn", nem_churn, "safe",
+                 SAFE + " while 2 of 5 nodes are always fresh", nodes=5, hold_ms=50,
+                 max_ttl_ms=2000, seconds=16.0),
         Scenario("kill-restart-mixed", nem_kill_restart, "safe",
                  SAFE + " (2 Python + 2 C + 2 Node workers)", langs=mixed, **RESTART),
         Scenario("rolling-restart", nem_rolling, "safe", SAFE, **RESTART),
@@ -513,8 +532,9 @@ def scenarios() -> List[Scenario]:
         Scenario("node-stall", nem_stall, "safe", SAFE, hold_ms=300, debug=True),
         Scenario("flaky-partitions", nem_flaky, "safe", SAFE, nodes=5, hold_ms=200),
         Scenario("worker-pause", nem_worker_pause, "overrun",
-                 "overruns > 0 but 0 strict violations; fenced writes reject the stale holder",
-                 langs=("py",) * 4, hold_ms=150, self_stop={0: 2, 1: 5}),
+                 "overruns > 0 but 0 strict violations; fenced writes reject the stale holder "
+                 "(a Python and a C worker pause)",
+                 langs=("py", "c", "py", "c"), hold_ms=150, self_stop={0: 2, 1: 5}),
         Scenario("clock-fast", nem_clock_fast, "report",
                  "reported only: violations expected whenever a grant's bare quorum includes "
                  "the fast node; outside what a client can prevent",
@@ -558,6 +578,8 @@ def check(records: List[Dict[str, Any]]) -> Dict[str, int]:
         "duplicates": len(tokens) - len(set(tokens)),
         "regressions": regressions,
         "rejections": sum(1 for r in recs if r.get("fenced_write") == 0),
+        # grants (Python workers log their votes) while a node was quarantined
+        "quarantined": sum(1 for r in recs if "not_eligible" in r.get("votes", ())),
     }
 
 
@@ -722,14 +744,15 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
     }
     log("  -> %s" % json.dumps({k: res[k] for k in (
         "acquisitions", "strict", "overrun", "referee", "duplicates", "regressions",
-        "rejections", "faults", "worker_errors", "failed")}))
+        "rejections", "quarantined", "faults", "worker_errors", "failed")}))
     return res
 
 
 def table(results: List[Dict[str, Any]]) -> str:
     head = ["scenario", "nodes", "workers", "quarantine", "faults injected", "acquisitions", "acq/s",
             "strict violations", "overruns", "referee hits", "duplicate tokens",
-            "fence regressions", "fenced rejections", "result", "expectation"]
+            "fence regressions", "fenced rejections", "grants beside a quarantined node",
+            "result", "expectation"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         result = "pass" if not r["failed"] else "FAIL: " + "; ".join(r["failed"])
@@ -738,7 +761,8 @@ def table(results: List[Dict[str, Any]]) -> str:
         rows.append("| " + " | ".join(str(x) for x in [
             r["scenario"], r["nodes"], "%d %s" % (r["workers"], r["langs"]), r["quarantine"], r["faults"],
             r["acquisitions"], "%.1f" % r["acq_per_s"], r["strict"], r["overrun"],
-            r["referee"], r["duplicates"], r["regressions"], r["rejections"], result,
+            r["referee"], r["duplicates"], r["regressions"], r["rejections"],
+            r["quarantined"], result,
             r["expect"]]) + " |")
     return "\n".join(rows)
 
