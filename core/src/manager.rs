@@ -307,7 +307,12 @@ impl LockManager {
                         return Err(err);
                     }
                 }
-                _ = w.waiter.notify.notified() => w.record_wakeup(),
+                _ = w.waiter.notify.notified() => {
+                    w.record_wakeup();
+                    // Every waiter hears the same release: a short random spread lets one of
+                    // them win all nodes instead of all of them splitting the votes.
+                    tokio::time::sleep(WAKE_SPREAD.mul_f64(token::random_unit())).await;
+                }
             }
         }
     }
@@ -411,7 +416,7 @@ impl LockManager {
             .map(|(n, _)| n.clone())
             .collect();
         if !rollback.is_empty() {
-            release_on(&rollback, &req.keys, &req.token).await;
+            release_on(&rollback, &req.keys, &req.token, false).await;
         }
         let kind = quorum::classify(shared.nodes.len(), round.granted, round.refused, false)
             .err()
@@ -497,7 +502,7 @@ impl LockManager {
             .collect();
         Ok(released(
             &self.shared,
-            release_on(&self.shared.nodes, &keys, token).await,
+            release_on(&self.shared.nodes, &keys, token, true).await,
         ))
     }
 
@@ -579,11 +584,14 @@ impl Drop for CancelGuard {
         if let Ok(h) = tokio::runtime::Handle::try_current() {
             let (shared, req) = (self.shared.clone(), self.request.clone());
             h.spawn(async move {
-                release_on(&shared.nodes, &req.keys, &req.token).await;
+                release_on(&shared.nodes, &req.keys, &req.token, false).await;
             });
         }
     }
 }
+
+/// The longest random pause between a release wake-up and the next round.
+const WAKE_SPREAD: Duration = Duration::from_millis(2);
 
 fn retry_pause(config: &Config) -> Duration {
     let delay = config.retry_delay.as_secs_f64();
@@ -600,14 +608,18 @@ fn unix_micros() -> u64 {
 }
 
 /// Compare-and-delete on `nodes`, waiting for every reply (bounded by `node_timeout`).
-async fn release_on(nodes: &[Arc<Node>], keys: &[String], token: &str) -> Round {
+async fn release_on(nodes: &[Arc<Node>], keys: &[String], token: &str, announce: bool) -> Round {
     let keys: Arc<Vec<String>> = Arc::new(keys.to_vec());
     let token: Arc<str> = Arc::from(token);
     quorum::run(nodes, Tally::All, Instant::now(), |node| {
         let (keys, token) = (keys.clone(), token.clone());
         async move {
             let k: Vec<&str> = keys.iter().map(String::as_str).collect();
-            match node.eval::<i64>(&scripts::RELEASE, &k, &[&token]).await {
+            let flag = if announce { "1" } else { "0" };
+            match node
+                .eval::<i64>(&scripts::RELEASE, &k, &[&token, flag])
+                .await
+            {
                 Ok(n) if n > 0 => Reply::Yes(n as u64),
                 Ok(_) => Reply::No,
                 Err(f) => Reply::Failed(f),
@@ -627,7 +639,7 @@ fn released(shared: &Shared, round: Round) -> Released {
 
 pub(crate) async fn release(lock: &Lock) -> Released {
     let inner = &lock.inner;
-    let round = release_on(&inner.shared.nodes, &inner.keys, &inner.token).await;
+    let round = release_on(&inner.shared.nodes, &inner.keys, &inner.token, true).await;
     let result = released(&inner.shared, round);
     let mut st = lock.state();
     st.released = true;

@@ -49,14 +49,16 @@ return {1, fence}
 "#;
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
 
-/// Deletes every key that still holds our token and announces the release on its channel.
-/// ARGV: token. Returns how many keys it deleted.
+/// Deletes every key that still holds our token and, for a real release (ARGV[2] == "1"),
+/// announces it on the key's channel. The rollback of a failed round does not announce: waking
+/// every waiter for it would only start another round of split votes.
+/// ARGV: token, announce (0/1). Returns how many keys it deleted.
 pub const RELEASE_SOURCE: &str = r#"
 local deleted = 0
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[1] then
     redis.call('DEL', KEYS[i])
-    redis.call('PUBLISH', 'ironlock:release:' .. KEYS[i], ARGV[1])
+    if ARGV[2] == "1" then redis.call('PUBLISH', 'ironlock:release:' .. KEYS[i], ARGV[1]) end
     deleted = deleted + 1
   end
 end
