@@ -1,11 +1,9 @@
 //! `NativeManager`: the core `LockManager` behind a JS class, and the cancellation token that
 //! lets an `AbortSignal` stop a waiting acquire.
 
-use std::task::{Context, Poll, Waker};
-
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use ironlock::LockManager;
-use napi::bindgen_prelude::{PromiseRaw, spawn, within_runtime_if_available};
+use napi::bindgen_prelude::{PromiseRaw, spawn};
 use napi::{Env, Result};
 use napi_derive::napi;
 use tokio::sync::watch;
@@ -30,27 +28,13 @@ impl NativeManager {
     #[napi(constructor, catch_unwind)]
     pub fn new(nodes: Vec<String>, settings: Option<Settings>) -> Result<Self> {
         let config = settings.unwrap_or_default().into_config(nodes)?;
-        let mut connecting: BoxFuture<'static, _> = Box::pin(LockManager::new(config));
-        // The core validates before its first await, so one poll (inside the runtime, with a
-        // no-op waker) surfaces bad input synchronously; the rest runs as a task that the
-        // runtime drives (re-polling registers the real waker).
-        let first = within_runtime_if_available(|| {
-            connecting
-                .as_mut()
-                .poll(&mut Context::from_waker(Waker::noop()))
+        config.check().map_err(to_napi)?;
+        let manager = LockManager::new(config).boxed().shared();
+        // Connecting runs as a task on the runtime, whether or not anyone awaits it yet.
+        let driver = manager.clone();
+        spawn(async move {
+            let _ = driver.await;
         });
-        let manager = match first {
-            Poll::Ready(Err(e)) => return Err(to_napi(e)),
-            Poll::Ready(Ok(m)) => futures_util::future::ready(Ok(m)).boxed().shared(),
-            Poll::Pending => {
-                let shared = connecting.shared();
-                let driver = shared.clone();
-                spawn(async move {
-                    let _ = driver.await;
-                });
-                shared
-            }
-        };
         Ok(NativeManager { manager })
     }
 
