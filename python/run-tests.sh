@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Python package's test suite: builds the extension into the repo's .venv and runs pytest
-# against real redis-server nodes (tests/harness). Called from the repo root; idempotent.
+# The Python package's test suite: builds the abi3 wheel, installs it into the repo's .venv and
+# runs pytest against real redis-server nodes (tests/harness). Called from the repo root;
+# idempotent. Extra arguments go to pytest.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -11,8 +12,8 @@ if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
-need() { "$PY" -c "import importlib.metadata as m, sys; v = m.version('$1'); sys.exit(0 if v.startswith('$2') else 1)" 2>/dev/null; }
-if ! need maturin 1.16. || ! need pytest 9.2. || ! need mypy ""; then
+have() { "$PY" -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('$1').startswith('$2') else 1)" 2>/dev/null; }
+if ! have maturin 1.16. || ! have pytest 9.2. || ! have mypy ""; then
     "$PY" -m pip install --quiet --disable-pip-version-check "maturin==1.16.*" "pytest==9.2.*" mypy
 fi
 
@@ -22,8 +23,14 @@ if [ -z "${IRONLOCK_HARNESS:-}" ]; then
     export IRONLOCK_HARNESS="$ROOT/target/debug/ironlock-harness"
 fi
 
-# Build the extension in place (editable install into .venv).
-(cd "$ROOT/python" && VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" "$PY" -m maturin develop --quiet)
+# Build the wheel once; the suite runs against it installed in .venv, and installs the same
+# file into fresh virtualenvs.
+WHEELS="$ROOT/target/python-wheels"
+rm -rf "$WHEELS"
+(cd "$ROOT/python" && "$PY" -m maturin build --quiet --out "$WHEELS")
+WHEEL="$(ls "$WHEELS"/ironlock-*.whl)"
+"$PY" -m pip install --quiet --disable-pip-version-check --no-index --force-reinstall --no-deps "$WHEEL"
+export IRONLOCK_WHEEL="$WHEEL"
 
 cd "$ROOT/python"
 exec "$PY" -m pytest tests -ra "$@"

@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,7 +24,18 @@ use crate::error;
 /// How long a blocking call waits before it looks for a pending signal (Ctrl-C).
 pub(crate) const SLICE: Duration = Duration::from_millis(50);
 
-static RUNTIME: Mutex<Option<(u32, &'static Runtime)>> = Mutex::new(None);
+/// The runtime and the process that built it. Built once per process and leaked: a runtime
+/// inherited through fork has no threads in the child, so it must never be dropped or used there.
+struct Owned {
+    pid: u32,
+    runtime: Runtime,
+}
+
+/// The current process's runtime (a leaked `Owned`, never freed), read without a lock so that a
+/// fork taken while another thread reads it cannot leave the child deadlocked.
+static CURRENT: AtomicPtr<Owned> = AtomicPtr::new(std::ptr::null_mut());
+/// Serialises building; held only while a runtime is built.
+static BUILDING: Mutex<()> = Mutex::new(());
 
 /// This process's id (`getpid`, not cached: it changes in a forked child).
 pub(crate) fn pid() -> u32 {
@@ -34,26 +46,32 @@ pub(crate) fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn current(me: u32) -> Option<&'static Owned> {
+    // SAFETY: every non-null pointer stored in CURRENT comes from `Box::leak` and is never freed.
+    let owned = unsafe { CURRENT.load(Ordering::Acquire).as_ref() }?;
+    (owned.pid == me).then_some(owned)
+}
+
 /// The runtime of this process, created on first use and again after a fork.
 pub(crate) fn handle() -> Handle {
     let me = pid();
-    let mut slot = lock_ignoring_poison(&RUNTIME);
-    if let Some((owner, rt)) = *slot
-        && owner == me
-    {
-        return rt.handle().clone();
+    if let Some(owned) = current(me) {
+        return owned.runtime.handle().clone();
     }
-    // A runtime inherited through fork has no threads here: it is leaked, never dropped or used.
+    let _building = lock_ignoring_poison(&BUILDING);
+    if let Some(owned) = current(me) {
+        return owned.runtime.handle().clone();
+    }
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name("ironlock-rt")
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("ironlock: cannot start the tokio runtime: {e}"));
-    let rt: &'static Runtime = Box::leak(Box::new(rt));
-    *slot = Some((me, rt));
-    rt.handle().clone()
+    let owned: &'static mut Owned = Box::leak(Box::new(Owned { pid: me, runtime }));
+    CURRENT.store(owned, Ordering::Release);
+    owned.runtime.handle().clone()
 }
 
 /// A value that belongs to the process that created it. In a forked child it is never dropped

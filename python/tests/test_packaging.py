@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import ironlock
 from conftest import REPO, Cluster
 
 PYTHON_DIR = REPO / "python"
+PY39 = os.path.expanduser("~/.pyenv/versions/3.9*/bin/python3.9")
 
 
 def test_stubs_match_native_module() -> None:
@@ -51,15 +53,18 @@ def test_example_runs(cluster3: Cluster) -> None:
     assert "busy:" in out.stdout and "released while still held: True" in out.stdout
 
 
-def _fresh_venv(path: Path) -> Path:
-    venv.EnvBuilder(with_pip=True, clear=True).create(path)
+def _venv(base: str, path: Path) -> Path:
+    made = subprocess.run([base, "-m", "venv", str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert made.returncode == 0, made.stderr
     return path / "bin" / "python"
 
 
 def _imports(python: Path) -> str:
     probe = (
-        "import ironlock, ironlock._native as n; "
-        "print(ironlock.__version__, n.__file__.rsplit('/', 1)[-1], ironlock.LockManager.__mro__[1])"
+        "import sys, ironlock, ironlock._native as n; "
+        "print(ironlock.__version__, n.__file__.rsplit('/', 1)[-1], "
+        "ironlock.LockManager.__mro__[1].__name__, 'python', sys.version.split()[0])"
     )
     out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60,
                          cwd="/")
@@ -67,32 +72,60 @@ def _imports(python: Path) -> str:
     return out.stdout.strip()
 
 
-@pytest.mark.skipif(os.environ.get("IRONLOCK_SKIP_INSTALL") == "1", reason="IRONLOCK_SKIP_INSTALL=1")
-def test_wheel_installs_into_fresh_venv(tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
-    build = subprocess.run(
-        [sys.executable, "-m", "maturin", "build", "--out", str(wheels)],
-        cwd=PYTHON_DIR, capture_output=True, text=True, timeout=600,
-    )
-    assert build.returncode == 0, build.stderr[-3000:]
-    (wheel,) = wheels.glob("ironlock-*-cp39-abi3-*.whl")
-    python = _fresh_venv(tmp_path / "venv")
-    pip = subprocess.run([str(python), "-m", "pip", "install", "--no-index", str(wheel)],
-                         capture_output=True, text=True, timeout=300)
-    assert pip.returncode == 0, pip.stderr
-    line = _imports(python)
-    print(f"fresh venv: installed {wheel.name}; import says: {line}")
-    assert line.startswith(ironlock.__version__ + " _native.abi3.so")
-
-
-@pytest.mark.skipif(os.environ.get("IRONLOCK_SKIP_INSTALL") == "1", reason="IRONLOCK_SKIP_INSTALL=1")
-def test_pip_install_from_source_folder(tmp_path: Path) -> None:
-    python = _fresh_venv(tmp_path / "venv")
-    # The PEP 517 build (maturin backend) of the source folder, as `pip install ./python` does;
-    # the dev profile keeps it quick by reusing the workspace's compiled dependencies.
+def _pip(python: Path, *args: str) -> None:
+    # For builds from the source folder (the PEP 517 maturin backend, as `pip install ./python`
+    # does), the dev profile keeps it quick by reusing the workspace's compiled dependencies.
     env = dict(os.environ, MATURIN_PEP517_ARGS="--profile dev")
     env.pop("VIRTUAL_ENV", None)
-    pip = subprocess.run([str(python), "-m", "pip", "install", str(PYTHON_DIR)],
+    out = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args],
                          capture_output=True, text=True, timeout=900, env=env, cwd=REPO)
-    assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
-    assert _imports(python).startswith(ironlock.__version__)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def _wheel(tmp_path: Path) -> Path:
+    """The wheel under test: the one run-tests.sh built and installed (IRONLOCK_WHEEL), else a
+    fresh `maturin build`."""
+    given = os.environ.get("IRONLOCK_WHEEL")
+    if given:
+        return Path(given).resolve()
+    out = subprocess.run(
+        [sys.executable, "-m", "maturin", "build", "--out", str(tmp_path / "wheels")],
+        cwd=PYTHON_DIR, capture_output=True, text=True, timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    (wheel,) = (tmp_path / "wheels").glob("ironlock-*.whl")
+    return wheel
+
+
+def test_wheel_installs_into_fresh_venvs(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path)
+    assert "-cp39-abi3-" in wheel.name
+    # This interpreter, and the oldest CPython the abi3 wheel claims (3.9) when one is around.
+    bases = [sys.executable] + sorted(glob.glob(PY39))[:1]
+    for i, base in enumerate(bases):
+        python = _venv(base, tmp_path / f"venv{i}")
+        _pip(python, "install", "--no-index", str(wheel))
+        line = _imports(python)
+        print(f"{wheel.name} into a fresh venv of {base}; import says: {line}")
+        assert line.startswith(ironlock.__version__ + " _native.abi3.so")
+
+
+@pytest.mark.skipif(
+    os.environ.get("IRONLOCK_TEST_SOURCE_INSTALL") != "1",
+    reason="compiles the package once more; set IRONLOCK_TEST_SOURCE_INSTALL=1",
+)
+def test_pip_install_from_source_folder(tmp_path: Path) -> None:
+    # A PEP 517 build removes an extension `maturin develop` put into the source tree; keep it.
+    in_tree = PYTHON_DIR / "python" / "ironlock" / "_native.abi3.so"
+    saved = tmp_path / in_tree.name
+    if in_tree.exists():
+        shutil.copy2(in_tree, saved)
+    try:
+        python = _venv(sys.executable, tmp_path / "venv")
+        _pip(python, "install", str(PYTHON_DIR))
+        line = _imports(python)
+        print(f"pip install ./python into a fresh venv; import says: {line}")
+        assert line.startswith(ironlock.__version__ + " _native.abi3.so")
+    finally:
+        if saved.exists() and not in_tree.exists():
+            shutil.copy2(saved, in_tree)
