@@ -69,8 +69,8 @@ pub(crate) fn handle() -> Handle {
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("ironlock: cannot start the tokio runtime: {e}"));
-    let owned: &'static mut Owned = Box::leak(Box::new(Owned { pid: me, runtime }));
-    CURRENT.store(owned, Ordering::Release);
+    let owned: &'static Owned = Box::leak(Box::new(Owned { pid: me, runtime }));
+    CURRENT.store(std::ptr::from_ref(owned).cast_mut(), Ordering::Release);
     owned.runtime.handle().clone()
 }
 
