@@ -20,6 +20,7 @@ pub(crate) struct Grant {
     flavor: Flavor,
 }
 
+/// Which Python class a grant becomes.
 #[derive(Clone, Copy)]
 pub(crate) enum Flavor {
     Blocking,
