@@ -379,7 +379,8 @@ pub fn duration_from_millis_f64(name: &str, ms: f64) -> Result<Duration> {
     Ok(Duration::from_millis(ms as u64))
 }
 
-/// Checks a resource list: non-empty, no empty names, no duplicates, no NUL bytes.
+/// Checks a resource list: non-empty, no empty names, no duplicates. (NUL bytes are valid in a
+/// Redis key, so they are allowed; C callers cannot pass them anyway.)
 pub fn validate_resources<S: AsRef<str>>(resources: &[S]) -> Result<()> {
     if resources.is_empty() {
         return Err(Error::invalid("resources: the resource list is empty"));

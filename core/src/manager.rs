@@ -255,7 +255,8 @@ impl LockManager {
             options.fencing,
         ));
         let started = Instant::now();
-        let deadline = options.wait.map(|w| started + w);
+        // A wait too long to represent is no deadline at all.
+        let deadline = options.wait.and_then(|w| started.checked_add(w));
         let retries = match (options.retry_count, options.wait) {
             (Some(n), _) => n,
             (None, Some(_)) => u32::MAX,

@@ -390,3 +390,18 @@ async fn counters_track_votes() {
     assert!(against >= 2, "{:?}", m.node_status());
     let _ = Arc::new(AtomicU64::new(0)).load(Ordering::Relaxed);
 }
+
+#[tokio::test]
+async fn a_wait_too_long_to_represent_means_no_deadline() {
+    let c = cluster(1);
+    let m = manager(&c).await;
+    let lock = m
+        .acquire_with(
+            &[unique("forever")],
+            SEC,
+            AcquireOptions::wait(Duration::MAX),
+        )
+        .await
+        .unwrap();
+    assert!(lock.release().await.held);
+}
