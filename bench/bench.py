@@ -1,0 +1,404 @@
+"""Runs every benchmark client on the same local redis nodes and writes the result tables.
+
+Called by bench/run.sh after the setup (python3 bench/bench.py [--smoke] [--only a,b]
+[--workloads a1,b,..]). Standard library only. Every driver prints one JSON line (see
+bench/README.md); this file only starts nodes, runs drivers with a hard time limit, and
+aggregates.
+"""
+
+import argparse
+import atexit
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+PEERS = os.path.join(BENCH, ".peers")
+PY = os.path.join(PEERS, "venv", "bin", "python")
+HARNESS = os.environ.get("IRONLOCK_HARNESS", os.path.join(ROOT, "target", "debug", "ironlock-harness"))
+
+RUST = [os.path.join(BENCH, "rust", "target", "release", "ironlock-bench")]
+PYDRV = [PY, os.path.join(BENCH, "py", "driver.py")]
+NODEDRV = ["node", os.path.join(BENCH, "node", "driver.mjs")]
+CDRV = [os.path.join(BENCH, "c", "build", "driver")]
+
+# name -> (label, command prefix). Order = table order.
+CLIENTS = {
+    "lower": ("lower bound (Rust, hand-written)", RUST + ["--client", "lower"]),
+    "ironlock-rust": ("ironlock Rust", RUST + ["--client", "ironlock"]),
+    "ironlock-c": ("ironlock C", CDRV + ["--client", "ironlock"]),
+    "ironlock-py": ("ironlock Python sync", PYDRV + ["--client", "ironlock-sync"]),
+    "ironlock-py-async": ("ironlock Python asyncio", PYDRV + ["--client", "ironlock-async"]),
+    "ironlock-node": ("ironlock Node", NODEDRV + ["--client", "ironlock"]),
+    "node-redlock": ("node-redlock 5.0.0-beta.2", NODEDRV + ["--client", "redlock"]),
+    "sesame-redlock": ("@sesamecare-oss/redlock", NODEDRV + ["--client", "sesame"]),
+    "pottery": ("pottery Redlock (sync)", PYDRV + ["--client", "pottery-sync"]),
+    "pottery-aio": ("pottery AIORedlock", PYDRV + ["--client", "pottery-aio"]),
+    "aioredlock": ("aioredlock", PYDRV + ["--client", "aioredlock"]),
+    "rslock": ("rslock", RUST + ["--client", "rslock"]),
+}
+
+# id -> (workload letter, N, cycles, concurrency, pinned, time limit s, repetitions)
+FULL = {
+    "a1": ("a", 1, 5000, 1, False, 8, 3),
+    "a3": ("a", 3, 5000, 1, False, 8, 3),
+    "a5": ("a", 5, 5000, 1, False, 8, 3),
+    "a5p": ("a", 5, 5000, 1, True, 8, 3),
+    "b": ("b", 5, 20000, 64, False, 8, 3),
+    "c": ("c", 5, 2000, 16, False, 8, 3),
+    "d": ("d", 5, 2000, 16, False, 8, 3),
+    "e": ("e", 5, 10000, 64, False, 30, 1),
+}
+SMOKE = {
+    "a5p": ("a", 5, 20, 1, True, 10, 1),
+    "b": ("b", 5, 100, 8, False, 10, 1),
+    "c": ("c", 5, 20, 4, False, 10, 1),
+    "d": ("d", 5, 10, 4, False, 10, 1),
+    "e": ("e", 3, 100, 8, False, 10, 1),
+}
+TITLES = {
+    "a1": "(a) 1 client, 5,000 lock+unlock cycles on distinct keys, N = 1",
+    "a3": "(a) N = 3",
+    "a5": "(a) N = 5",
+    "a5p": "(a) pinned: the client and all five servers on CPU 0 (`taskset`), N = 5",
+    "b": "(b) 64 in flight, 20,000 cycles on distinct keys, N = 5",
+    "c": "(c) 16 workers on ONE key, N = 5, 2,000 acquisitions; library retry off, driver retries after uniform 0–2 ms",
+    "d": "(d) 16 workers on ONE key, N = 5, 2,000 acquisitions; every library's DEFAULT retry settings",
+    "e": "(e) memory: one process holding 10,000 locks at once (N = 5, taken 64 at a time)",
+}
+
+harness = None
+
+
+def start_nodes(n):
+    global harness
+    harness = subprocess.Popen(
+        [HARNESS, "--nodes", str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    line = harness.stdout.readline()
+    if not line:
+        sys.exit("bench: the harness did not start the nodes")
+    return json.loads(line)
+
+
+def harness_cmd(cmd):
+    harness.stdin.write(cmd + "\n")
+    harness.stdin.flush()
+    return harness.stdout.readline().strip()
+
+
+def stop_nodes():
+    global harness
+    if harness is None:
+        return
+    h, harness = harness, None
+    try:
+        h.stdin.write("quit\n")
+        h.stdin.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    try:
+        h.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        h.kill()
+        h.wait()
+
+
+def on_signal(signum, _frame):
+    stop_nodes()
+    sys.exit(128 + signum)
+
+
+def pin(pids, cpus):
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-p", "-c", cpus, str(pid)], check=True, stdout=subprocess.DEVNULL)
+
+
+def server_cpu_s(ports):
+    """user+system CPU seconds of the given redis-server nodes (INFO cpu), or None."""
+    total = 0.0
+    for port in ports:
+        try:
+            out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "cpu"], capture_output=True,
+                                 text=True, timeout=5).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        vals = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        if "used_cpu_sys" not in vals:
+            return None
+        total += float(vals["used_cpu_sys"]) + float(vals["used_cpu_user"])
+    return total
+
+
+def run_one(client, wid, spec, urls, pids, rep, run_id, env):
+    letter, n, cycles, conc, pinned, limit, _ = spec
+    cmd = CLIENTS[client][1] + [
+        "--workload", letter,
+        "--urls", ",".join(urls[:n]),
+        "--cycles", str(cycles),
+        "--concurrency", str(conc),
+        "--prefix", f"bench:{run_id}:{client}:{wid}:{rep}",
+        "--time-limit", str(limit),
+    ]
+    if pinned:
+        cmd = ["taskset", "-c", "0"] + cmd
+        pin(pids[:n], "0")
+    rec = {"client": client, "workload": wid, "letter": letter, "n": n, "rep": rep, "pinned": pinned,
+           "concurrency": conc}
+    ports = [int(u.rsplit(":", 1)[1]) for u in urls[:n]]
+    srv0 = server_cpu_s(ports)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit + 60, env=env)
+        rec["rc"] = p.returncode
+        out = p.stdout.strip().splitlines()
+        try:
+            rec.update(json.loads(out[-1]) if out else {})
+        except json.JSONDecodeError:
+            rec["error"] = "unparsable output: " + out[-1][:300]
+        if p.returncode not in (0, 3) or not out:
+            rec["error"] = rec.get("error") or (p.stderr.strip().splitlines() or ["no output"])[-1][:500]
+    except subprocess.TimeoutExpired:
+        rec["rc"] = -1
+        rec["error"] = f"killed after {limit + 60} s"
+    finally:
+        if pinned:
+            pin(pids[:n], f"0-{os.cpu_count() - 1}")
+    rec["wall_s"] = round(time.monotonic() - t0, 3)
+    srv1 = server_cpu_s(ports)
+    if srv0 is not None and srv1 is not None and rec.get("ok"):
+        # Includes the driver's warm-up cycles (max(50, 4 x concurrency)), counted in.
+        warm = max(50, 4 * conc)
+        rec["server_cpu_us_per_cycle"] = round((srv1 - srv0) * 1e6 / (rec["ok"] + warm), 3)
+    return rec
+
+
+# ---------------------------------------------------------------- tables
+
+
+def fmt_rate(x):
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
+def med(xs):
+    return statistics.median(xs) if xs else 0.0
+
+
+def aggregate(recs):
+    ok = [r for r in recs if "cps" in r and r.get("rc") in (0, 3)]
+    if not ok:
+        return None
+    return {
+        "cps": med([r["cps"] for r in ok]),
+        "min": min(r["cps"] for r in ok),
+        "max": max(r["cps"] for r in ok),
+        "p50": med([r["p50_us"] for r in ok]),
+        "p99": med([r["p99_us"] for r in ok]),
+        "cpu": med([r["cpu_us_per_cycle"] for r in ok]),
+        "srv": med([r.get("server_cpu_us_per_cycle", 0) for r in ok]),
+        "partial": any(not r.get("complete") for r in ok),
+        "done": med([r["ok"] for r in ok]),
+        "target": ok[0]["target"],
+        "rss_peak": med([r.get("rss_peak_kb", 0) for r in ok]),
+        "rss_base": med([r.get("rss_base_kb", 0) for r in ok]),
+        "reps": len(ok),
+    }
+
+
+def table(wid, spec, records, clients):
+    letter = spec[0]
+    rows = {c: aggregate([r for r in records if r["client"] == c and r["workload"] == wid]) for c in clients}
+    low = rows.get("lower")
+    redl = rows.get("node-redlock")
+    lines = [f"### {TITLES.get(wid, wid)}", ""]
+    if letter == "e":
+        lines += ["| client | peak RSS MB | RSS while idle MB | held locks | × lower bound (peak) |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for c in clients:
+            a = rows[c]
+            if a is None:
+                lines.append(f"| {CLIENTS[c][0]} | failed | | | |")
+                continue
+            ratio = f"{a['rss_peak'] / low['rss_peak']:.2f}×" if low and low["rss_peak"] else "–"
+            lines.append(f"| {CLIENTS[c][0]} | {a['rss_peak'] / 1024:.1f} | {a['rss_base'] / 1024:.1f} | "
+                         f"{a['done']:,.0f}{' (partial)' if a['partial'] else ''} | {ratio} |")
+        return lines + [""], rows
+    unit = "acquisitions/s" if letter in "cd" else "cycles/s"
+    extra = " | × node-redlock" if letter in "abd" and redl else ""
+    lines += [f"| client | {unit} median (min–max) | × lower bound | p50 µs | p99 µs | p99 × lower | client CPU µs/cycle | server CPU µs/cycle{extra} |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---:" + (" | ---:" if extra else "") + " |"]
+    for c in clients:
+        a = rows[c]
+        if a is None:
+            errs = [r.get("error", "") for r in records if r["client"] == c and r["workload"] == wid]
+            lines.append(f"| {CLIENTS[c][0]} | failed: {(errs or [''])[0][:80]} | | | | | | |" + (" |" if extra else ""))
+            continue
+        ratio = f"{a['cps'] / low['cps']:.2f}" if low and low["cps"] else "–"
+        p99r = f"{a['p99'] / low['p99']:.2f}" if low and low["p99"] else "–"
+        partial = f" (partial: {a['done']:,.0f}/{a['target']:,} in the time limit)" if a["partial"] else ""
+        row = (f"| {CLIENTS[c][0]} | {fmt_rate(a['cps'])} ({fmt_rate(a['min'])}–{fmt_rate(a['max'])}){partial} | "
+               f"{ratio} | {a['p50']:,.0f} | {a['p99']:,.0f} | {p99r} | {a['cpu']:,.1f} | {a['srv']:,.1f} |")
+        if extra:
+            row += f" {a['cps'] / redl['cps']:.2f} |" if redl["cps"] else " – |"
+        lines.append(row)
+    return lines + [""], rows
+
+
+def targets(aggs):
+    def r(wid, c, base="lower", key="cps"):
+        a, b = aggs.get(wid, {}).get(c), aggs.get(wid, {}).get(base)
+        if not a or not b or not b[key]:
+            return None
+        return a[key] / b[key]
+
+    checks = [
+        ("Rust core ≥ 0.95× lower bound in (a) N=5", r("a5", "ironlock-rust"), 0.95, "≥"),
+        ("Rust core ≥ 0.95× lower bound in (b)", r("b", "ironlock-rust"), 0.95, "≥"),
+        ("Rust core p99 ≤ 1.2× lower bound in (a) N=5", r("a5", "ironlock-rust", key="p99"), 1.2, "≤"),
+        ("Rust core p99 ≤ 1.2× lower bound in (b)", r("b", "ironlock-rust", key="p99"), 1.2, "≤"),
+    ]
+    for wid in ("a1", "a3", "a5"):
+        checks.append((f"C ≥ 0.9× lower bound in (a) N={wid[1]}", r(wid, "ironlock-c"), 0.9, "≥"))
+    checks += [
+        ("Python sync ≥ 0.75× lower bound in (a) N=5", r("a5", "ironlock-py"), 0.75, "≥"),
+        ("Python asyncio ≥ 0.25× lower bound in (b)", r("b", "ironlock-py-async"), 0.25, "≥"),
+    ]
+    for wid in ("a1", "a3", "a5"):
+        checks.append((f"Node ≥ 1.1× node-redlock in (a) N={wid[1]}", r(wid, "ironlock-node", "node-redlock"), 1.1, "≥"))
+    checks += [
+        ("Node ≥ 3× node-redlock in (b)", r("b", "ironlock-node", "node-redlock"), 3.0, "≥"),
+        ("(d) ironlock Node ≥ 20× node-redlock acquisitions/s", r("d", "ironlock-node", "node-redlock"), 20.0, "≥"),
+        ("(d) ironlock Rust ≥ 20× node-redlock acquisitions/s", r("d", "ironlock-rust", "node-redlock"), 20.0, "≥"),
+    ]
+    lines = ["| target | measured | met? |", "| --- | ---: | :---: |"]
+    met_all = True
+    for name, val, bound, op in checks:
+        if val is None:
+            lines.append(f"| {name} | not measured | – |")
+            continue
+        ok = val >= bound if op == "≥" else val <= bound
+        met_all &= ok
+        lines.append(f"| {name} | {val:.2f}× | {'yes' if ok else '**no**'} |")
+    return lines, met_all
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--only", help="comma-separated client names")
+    ap.add_argument("--workloads", help="comma-separated workload ids")
+    ap.add_argument("--reps", type=int)
+    ap.add_argument("--load-note", default="")
+    args = ap.parse_args()
+
+    plan = SMOKE if args.smoke else FULL
+    if args.workloads:
+        plan = {w: (FULL | SMOKE)[w] for w in args.workloads.split(",")}
+    clients = list(CLIENTS) if not args.only else [c for c in CLIENTS if c in args.only.split(",")]
+    if "lower" not in clients:
+        clients.insert(0, "lower")
+
+    atexit.register(stop_nodes)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    info = start_nodes(5)
+    urls, pids = info["urls"], info["pids"]
+    run_id = f"{int(time.time())}{os.getpid()}"
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    os.makedirs(os.path.join(BENCH, "results"), exist_ok=True)
+    base = os.path.join(BENCH, "results", stamp + ("-smoke" if args.smoke else ""))
+    env = dict(os.environ,
+               BENCH_PEERS_NODE=os.path.join(PEERS, "node"),
+               BENCH_IRONLOCK_NODE=os.path.join(PEERS, "ironlock-node"))
+    load0 = os.getloadavg()
+    started = time.monotonic()
+    records = []
+    failures = []
+    max_reps = max(s[6] for s in plan.values()) if args.reps is None else args.reps
+    with open(base + ".jsonl", "w") as jl:
+        # Interleaved repetitions: rep 1 of every (workload, client), then rep 2, then rep 3.
+        for rep in range(1, max_reps + 1):
+            for wid, spec in plan.items():
+                if rep > (spec[6] if args.reps is None else args.reps):
+                    continue
+                for c in clients:
+                    rec = run_one(c, wid, spec, urls, pids, rep, run_id, env)
+                    records.append(rec)
+                    jl.write(json.dumps(rec) + "\n")
+                    jl.flush()
+                    bad = "error" in rec or rec.get("rc") not in (0, 3) or (args.smoke and rec.get("rc") != 0)
+                    status = "FAIL" if bad else ("partial" if rec.get("rc") == 3 else "ok")
+                    print(f"[rep {rep}] {wid:4} {c:18} {status:7} {rec.get('cps', 0):>10.1f}/s "
+                          f"p99 {rec.get('p99_us', 0):>8.0f} µs  {rec.get('error', '')}", flush=True)
+                    if bad:
+                        failures.append(rec)
+    load1 = os.getloadavg()
+    stop_nodes()
+
+    md = ["# ironlock benchmark results", ""]
+    md.append(f"Run {stamp} ({'smoke' if args.smoke else 'full'}), {time.monotonic() - started:.0f} s. "
+              f"Host: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}; "
+              f"load average at start {load0[0]:.2f}, at end {load1[0]:.2f}. {args.load_note}")
+    md += ["", "Every client ran against the same five local redis-server nodes (loopback, started by "
+           "`target/debug/ironlock-harness`; N = 1 and 3 use the first nodes), one process per run, "
+           "repetitions interleaved. Rates are the median of the repetitions (min–max); p50/p99 are "
+           "medians over repetitions of each run's per-cycle (a, b) or per-acquisition (c, d: from the "
+           "first attempt to the grant, release included) latency; client CPU is the client process's "
+           "user+system time per cycle (getrusage / process.cpuUsage / resource); server CPU is the "
+           "redis-server nodes' user+system time (INFO cpu) over the run divided by its cycles, warm-up "
+           "included. Ratios are to the lower bound measured in the same run.", ""]
+    aggs = {}
+    for wid, spec in plan.items():
+        lines, rows = table(wid, spec, records, clients)
+        aggs[wid] = rows
+        md += lines
+    if not args.smoke:
+        tl, _ = targets(aggs)
+        md += ["## Targets (issue 8, item 4)", ""] + tl + [""]
+    md += ["## Settings used", "",
+           "- ironlock (every language): `restart_quarantine` off (the nodes are fresh, uptime 0); "
+           "(a), (b), (d), (e): otherwise the defaults (retry_count 10, retry_delay 200 ms ± 100 ms, release "
+           "wake-ups, node_timeout 50 ms); (c): `retry_count` 0 (one round per call).",
+           "- node-redlock / @sesamecare-oss/redlock: ioredis clients, one per node; (c) `retryCount: 0`; "
+           "otherwise defaults (10 retries, 200 ms ± 100 ms).",
+           "- pottery: `Redlock`/`AIORedlock` per key over redis-py clients; (c) `acquire(blocking=False)`; "
+           "(d) `acquire()` (blocks, retrying after uniform 0–200 ms), bounded by the run's time limit.",
+           "- aioredlock: (c) `retry_count=1` (one attempt); otherwise defaults (3 attempts, 0.1–0.3 s apart).",
+           "- rslock: (c) `set_retry(1, _)` (one attempt); otherwise defaults (3 attempts, 0–200 ms apart).",
+           "- lower bound: no library retry at all; in (c) and (d) the driver retries after uniform 0–2 ms.",
+           "- ttl 10 s ((e): 30 s). Each run is bounded: 8 s of measurement (30 s for (e)); a client that does "
+           "not finish its cycles in time is reported with the rate of the cycles it completed, marked "
+           "partial. (e) runs once per client (memory does not need a median).", ""]
+    findings = os.path.join(BENCH, "findings.md")
+    if not args.smoke and os.path.exists(findings):
+        with open(findings) as f:
+            md += [f.read().rstrip()]
+    text = "\n".join(md) + "\n"
+    with open(base + ".md", "w") as f:
+        f.write(text)
+    print(text)
+    print(f"bench: wrote {base}.md and {base}.jsonl")
+    if not args.smoke and not args.only and not args.workloads and args.reps is None:
+        shutil.copyfile(base + ".md", os.path.join(BENCH, "RESULTS.md"))
+        print("bench: copied to bench/RESULTS.md")
+    if failures:
+        print(f"bench: {len(failures)} run(s) FAILED", file=sys.stderr)
+        for r in failures:
+            print(f"  {r['client']} {r['workload']} rep {r['rep']}: rc {r.get('rc')} {r.get('error', 'incomplete')}",
+                  file=sys.stderr)
+        return 1
+    print(f"bench: {len(records)} runs, all ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,410 @@
+"""Python benchmark driver (same command line and JSON line as bench/rust and bench/node).
+
+python driver.py --client CLIENT --workload a|b|c|d|e --urls U1,U2,.. [--cycles N]
+                 [--concurrency C] [--prefix P] [--time-limit SECS]
+
+Clients: ironlock-sync, ironlock-async (the ironlock package), pottery-sync (pottery.Redlock),
+pottery-aio (pottery.AIORedlock), aioredlock (aioredlock.Aioredlock).
+Workloads (a)/(b): acquire+release cycles on distinct keys, C in flight. (c): C workers on one key,
+library retry off, the driver retries after a uniform 0-2 ms. (d): the same with the library's
+default retries (an exhausted acquire is called again). (e): hold N locks at once, peak RSS.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import sys
+import threading
+import time
+
+TTL = 10.0
+HOLD_TTL = 30.0
+
+
+def cpu_us():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return (r.ru_utime + r.ru_stime) * 1e6
+
+
+def current_rss_kb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+
+
+class Refused(Exception):
+    """One acquire call that did not get the lock (contended or retries exhausted)."""
+
+
+# ---------------------------------------------------------------- clients (sync)
+
+
+class IronlockSync:
+    def __init__(self, urls, workload):
+        import ironlock
+
+        self.err = ironlock.IronlockError
+        # Fresh nodes: quarantine off. (c): retry off. Otherwise the library's defaults.
+        kw = {"restart_quarantine": False}
+        if workload == "c":
+            kw["retry_count"] = 0
+        self.m = ironlock.LockManager(urls, **kw)
+
+    def acquire(self, key, ttl):
+        try:
+            return self.m.acquire(key, ttl)
+        except (self.err,) as e:
+            if type(e).__name__ in ("LockContendedError", "QuorumUnavailableError"):
+                raise Refused() from e
+            raise
+
+    def release(self, lock):
+        lock.release()
+
+
+class PotterySync:
+    def __init__(self, urls, workload):
+        from pottery import Redlock
+        from redis import Redis
+
+        self.Redlock = Redlock
+        self.masters = {Redis.from_url(u) for u in urls}
+        self.blocking = workload != "c"
+        self.deadline = None
+
+    def acquire(self, key, ttl):
+        lock = self.Redlock(key=key, masters=self.masters, auto_release_time=ttl)
+        if self.blocking:
+            # pottery's default: block, retrying after uniform 0-200 ms; bounded by the run.
+            ok = lock.acquire(timeout=max(0.01, self.deadline - time.monotonic()))
+        else:
+            ok = lock.acquire(blocking=False)
+        if not ok:
+            raise Refused()
+        return lock
+
+    def release(self, lock):
+        lock.release()
+
+
+# ---------------------------------------------------------------- clients (asyncio)
+
+
+class IronlockAsync:
+    def __init__(self, urls, workload):
+        import ironlock
+
+        self.ironlock = ironlock
+        self.urls = urls
+        self.kw = {"restart_quarantine": False}
+        if workload == "c":
+            self.kw["retry_count"] = 0
+
+    async def start(self):
+        self.m = self.ironlock.AsyncLockManager(self.urls, **self.kw)
+
+    async def acquire(self, key, ttl):
+        try:
+            return await self.m.acquire(key, ttl)
+        except (self.ironlock.LockContendedError, self.ironlock.QuorumUnavailableError) as e:
+            raise Refused() from e
+
+    async def release(self, lock):
+        await lock.release()
+
+
+class PotteryAio:
+    def __init__(self, urls, workload):
+        self.urls = urls
+        self.blocking = workload != "c"
+        self.deadline = None
+
+    async def start(self):
+        from pottery import AIORedlock
+        from redis.asyncio import Redis
+
+        self.AIORedlock = AIORedlock
+        self.masters = {Redis.from_url(u) for u in self.urls}
+
+    async def acquire(self, key, ttl):
+        lock = self.AIORedlock(key=key, masters=self.masters, auto_release_time=ttl)
+        if self.blocking:
+            ok = await lock.acquire(timeout=max(0.01, self.deadline - time.monotonic()))
+        else:
+            ok = await lock.acquire(blocking=False)
+        if not ok:
+            raise Refused()
+        return lock
+
+    async def release(self, lock):
+        await lock.release()
+
+
+class AioRedlock:
+    def __init__(self, urls, workload):
+        self.urls = urls
+        self.workload = workload
+
+    async def start(self):
+        from aioredlock import Aioredlock, LockError
+
+        self.LockError = LockError
+        # retry_count counts attempts: 1 = a single round. Default 3, 0.1-0.3 s apart.
+        kw = {"retry_count": 1} if self.workload == "c" else {}
+        self.m = Aioredlock(self.urls, **kw)
+
+    async def acquire(self, key, ttl):
+        try:
+            return await self.m.lock(key, lock_timeout=ttl)
+        except self.LockError as e:
+            raise Refused() from e
+
+    async def release(self, lock):
+        await self.m.unlock(lock)
+
+
+SYNC = {"ironlock-sync": IronlockSync, "pottery-sync": PotterySync}
+ASYNC = {"ironlock-async": IronlockAsync, "pottery-aio": PotteryAio, "aioredlock": AioRedlock}
+
+
+# ---------------------------------------------------------------- workloads
+
+
+class Outcome:
+    def __init__(self):
+        self.ok = 0
+        self.failed = 0
+        self.lat_us = []
+        self.error = None
+        self.held = []
+        self.lock = threading.Lock()
+
+    def add(self, ok=0, failed=0, lat=None, error=None):
+        with self.lock:
+            self.ok += ok
+            self.failed += failed
+            if lat is not None:
+                self.lat_us.append(lat)
+            if error is not None and self.error is None:
+                self.error = error
+
+
+def sync_worker(client, args, out, keys, deadline, contended, done, target):
+    rng = random.Random()
+    if not contended:
+        while time.monotonic() < deadline:
+            try:
+                key = next(keys)
+            except StopIteration:
+                return
+            t0 = time.perf_counter()
+            try:
+                lock = client.acquire(key, args.ttl)
+                if args.workload == "e":
+                    out.add(ok=1)
+                    with out.lock:
+                        out.held.append(lock)
+                    continue
+                client.release(lock)
+                out.add(ok=1, lat=(time.perf_counter() - t0) * 1e6)
+            except Exception as e:  # noqa: BLE001 - recorded and reported
+                out.add(failed=1, error=f"{type(e).__name__}: {e}")
+        return
+    driver_pause = args.workload == "c"
+    while done[0] < target and time.monotonic() < deadline:
+        t0 = time.perf_counter()
+        while True:
+            try:
+                lock = client.acquire(keys, args.ttl)
+                client.release(lock)
+                with out.lock:
+                    done[0] += 1
+                out.add(ok=1, lat=(time.perf_counter() - t0) * 1e6)
+                break
+            except Refused:
+                out.add(failed=1)
+            if done[0] >= target or time.monotonic() >= deadline:
+                return
+            if driver_pause:
+                time.sleep(rng.uniform(0, 0.002))
+
+
+async def async_worker(client, args, out, keys, deadline, contended, done, target):
+    rng = random.Random()
+    if not contended:
+        while time.monotonic() < deadline:
+            try:
+                key = next(keys)
+            except StopIteration:
+                return
+            t0 = time.perf_counter()
+            try:
+                lock = await client.acquire(key, args.ttl)
+                if args.workload == "e":
+                    out.ok += 1
+                    out.held.append(lock)
+                    continue
+                await client.release(lock)
+                out.ok += 1
+                out.lat_us.append((time.perf_counter() - t0) * 1e6)
+            except Exception as e:  # noqa: BLE001 - recorded and reported
+                out.failed += 1
+                out.error = out.error or f"{type(e).__name__}: {e}"
+        return
+    driver_pause = args.workload == "c"
+    while done[0] < target and time.monotonic() < deadline:
+        t0 = time.perf_counter()
+        while True:
+            try:
+                lock = await client.acquire(keys, args.ttl)
+                await client.release(lock)
+                done[0] += 1
+                out.ok += 1
+                out.lat_us.append((time.perf_counter() - t0) * 1e6)
+                break
+            except Refused:
+                out.failed += 1
+            if done[0] >= target or time.monotonic() >= deadline:
+                return
+            if driver_pause:
+                await asyncio.sleep(rng.uniform(0, 0.002))
+
+
+def key_iter(prefix, n):
+    return iter([f"{prefix}:{i}" for i in range(n)])
+
+
+def run_sync(client, args, prefix, cycles, deadline):
+    out = Outcome()
+    contended = args.workload in ("c", "d")
+    keys = f"{args.prefix}:hot" if contended else key_iter(prefix, cycles)
+    done = [0]
+    if hasattr(client, "deadline"):
+        client.deadline = deadline
+    lock = threading.Lock()
+
+    if not contended:
+        it = keys
+
+        class Locked:
+            def __next__(self):
+                with lock:
+                    return next(it)
+
+        keys = Locked()
+    threads = [
+        threading.Thread(
+            target=sync_worker, args=(client, args, out, keys, deadline, contended, done, cycles)
+        )
+        for _ in range(args.concurrency)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+async def run_async(client, args, prefix, cycles, deadline):
+    out = Outcome()
+    contended = args.workload in ("c", "d")
+    keys = f"{args.prefix}:hot" if contended else key_iter(prefix, cycles)
+    if hasattr(client, "deadline"):
+        client.deadline = deadline
+    done = [0]
+    await asyncio.gather(
+        *(
+            async_worker(client, args, out, keys, deadline, contended, done, cycles)
+            for _ in range(args.concurrency)
+        )
+    )
+    return out
+
+
+def pct(sorted_lat, p):
+    if not sorted_lat:
+        return 0.0
+    return sorted_lat[round((len(sorted_lat) - 1) * p)]
+
+
+def report(args, out, secs, cpu, extra):
+    out.lat_us.sort()
+    complete = out.ok >= args.cycles
+    line = {
+        "ok": out.ok,
+        "failed": out.failed,
+        "target": args.cycles,
+        "complete": complete,
+        "seconds": secs,
+        "cps": out.ok / secs if secs > 0 else 0.0,
+        "p50_us": pct(out.lat_us, 0.5),
+        "p99_us": pct(out.lat_us, 0.99),
+        "cpu_us_per_cycle": cpu / out.ok if out.ok else 0.0,
+    }
+    line.update(extra)
+    if out.error and args.workload not in ("c", "d"):
+        line["error"] = out.error
+    print(json.dumps(line), flush=True)
+    return 0 if complete else 3
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--client", required=True, choices=sorted([*SYNC, *ASYNC]))
+    p.add_argument("--workload", required=True, choices=list("abcde"))
+    p.add_argument("--urls", required=True)
+    p.add_argument("--cycles", type=int, default=1000)
+    p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--prefix", default=f"bench:{os.getpid()}")
+    p.add_argument("--time-limit", type=float, default=30.0)
+    args = p.parse_args()
+    args.ttl = HOLD_TTL if args.workload == "e" else TTL
+    urls = args.urls.split(",")
+    warm_n = max(50, args.concurrency * 4)
+
+    if args.client in SYNC:
+        client = SYNC[args.client](urls, args.workload)
+        warm_args = argparse.Namespace(**{**vars(args), "workload": "a", "ttl": TTL})
+        warm = run_sync(client, warm_args, f"{args.prefix}:warm", warm_n, time.monotonic() + 10)
+        if warm.ok == 0:
+            print(f"warm-up failed: {warm.error}", file=sys.stderr)
+            return 1
+        base = current_rss_kb()
+        deadline = time.monotonic() + args.time_limit
+        c0, t0 = cpu_us(), time.perf_counter()
+        out = run_sync(client, args, args.prefix, args.cycles, deadline)
+        secs, cpu = time.perf_counter() - t0, cpu_us() - c0
+        extra = {}
+        if args.workload == "e":
+            extra = {"rss_base_kb": base, "rss_peak_kb": max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, current_rss_kb())}
+            for lock in out.held:
+                client.release(lock)
+        return report(args, out, secs, cpu, extra)
+
+    async def amain():
+        client = ASYNC[args.client](urls, args.workload)
+        await client.start()
+        warm_args = argparse.Namespace(**{**vars(args), "workload": "a", "ttl": TTL})
+        warm = await run_async(client, warm_args, f"{args.prefix}:warm", warm_n, time.monotonic() + 10)
+        if warm.ok == 0:
+            print(f"warm-up failed: {warm.error}", file=sys.stderr)
+            return 1
+        base = current_rss_kb()
+        deadline = time.monotonic() + args.time_limit
+        c0, t0 = cpu_us(), time.perf_counter()
+        out = await run_async(client, args, args.prefix, args.cycles, deadline)
+        secs, cpu = time.perf_counter() - t0, cpu_us() - c0
+        extra = {}
+        if args.workload == "e":
+            extra = {"rss_base_kb": base, "rss_peak_kb": max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, current_rss_kb())}
+            for i in range(0, len(out.held), 64):
+                await asyncio.gather(*(client.release(lk) for lk in out.held[i : i + 64]))
+        return report(args, out, secs, cpu, extra)
+
+    return asyncio.run(amain())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

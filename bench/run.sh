@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# ironlock's benchmark: ironlock (Rust, C, Python sync/asyncio, Node) side by side with the peers
+# (node-redlock, @sesamecare-oss/redlock, pottery, aioredlock, rslock) and a hand-written lower
+# bound, all on the same local redis nodes in one run.
+#
+#   bench/run.sh            full run (about 20-25 minutes); writes bench/results/<stamp>.{md,jsonl}
+#                           and copies the markdown to bench/RESULTS.md
+#   bench/run.sh --smoke    one tiny run of each client and workload (exit non-zero on any failure)
+#   extra arguments go to bench/bench.py (--only CLIENTS, --workloads IDS, --reps N)
+#
+# Sets up everything it needs, idempotently: peers into bench/.peers/ (ignored), ironlock's
+# release artifacts (libironlock.so, the Python wheel, the Node addon), the Rust drivers
+# (bench/rust, own workspace and target dir) and the C driver.
+set -euo pipefail
+
+BENCH="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(dirname "$BENCH")"
+PEERS="$BENCH/.peers"
+cd "$ROOT"
+unset CARGO_TARGET_DIR
+mkdir -p "$PEERS"
+log() { printf 'bench: %s\n' "$*" >&2; }
+
+# --- redis nodes: the test harness, redis-server itself ---------------------------------------
+command -v redis-server >/dev/null || { log "redis-server missing: run scripts/setup"; exit 1; }
+if [ -z "${IRONLOCK_HARNESS:-}" ]; then
+    [ -x target/debug/ironlock-harness ] || cargo build --quiet -p ironlock-harness
+    export IRONLOCK_HARNESS="$ROOT/target/debug/ironlock-harness"
+fi
+
+# --- ironlock C: release libironlock.so and the C driver --------------------------------------
+log "building release libironlock.so and the C driver"
+cargo build --quiet --release -p ironlock-ffi
+mkdir -p "$BENCH/c/build"
+cc -O2 -std=c11 -Wall -Wextra -Werror -I include "$BENCH/c/driver.c" -o "$BENCH/c/build/driver" \
+    -L target/release -lironlock -Wl,-rpath,"$ROOT/target/release" -lpthread
+
+# --- Rust: lower bound, ironlock, rslock (bench/rust is its own workspace) --------------------
+log "building the Rust drivers (bench/rust, release)"
+cargo build --quiet --release --manifest-path "$BENCH/rust/Cargo.toml"
+
+# --- Python: a separate venv with the peers and a release wheel of ironlock -------------------
+VENV="$PEERS/venv"
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+if ! "$VENV/bin/python" -c "import importlib.metadata as m; assert m.version('pottery') == '3.0.1' and m.version('aioredlock') == '0.7.3' and m.version('maturin').startswith('1.16.')" 2>/dev/null; then
+    log "installing pottery, aioredlock and maturin into bench/.peers/venv"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "pottery==3.0.1" "aioredlock==0.7.3" "maturin==1.16.*"
+fi
+log "building the ironlock wheel (release)"
+rm -rf "$PEERS/wheels"
+(cd python && "$VENV/bin/maturin" build --quiet --release -i "$VENV/bin/python" -o "$PEERS/wheels" >/dev/null)
+"$VENV/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$PEERS"/wheels/ironlock-*.whl
+
+# --- Node: peers and a release build of the ironlock addon ------------------------------------
+NODEPEERS="$PEERS/node"
+mkdir -p "$NODEPEERS"
+if ! [ -f "$NODEPEERS/node_modules/redlock/package.json" ] || ! [ -f "$NODEPEERS/node_modules/@sesamecare-oss/redlock/package.json" ] || ! [ -f "$NODEPEERS/node_modules/ioredis/package.json" ]; then
+    log "installing redlock@5.0.0-beta.2, @sesamecare-oss/redlock and ioredis into bench/.peers/node"
+    printf '{ "name": "ironlock-bench-peers", "private": true, "version": "0.0.0" }\n' > "$NODEPEERS/package.json"
+    (cd "$NODEPEERS" && npm install --silent --no-audit --no-fund "redlock@5.0.0-beta.2" "@sesamecare-oss/redlock@1.4.0" "ioredis@6.0.0")
+fi
+[ -x node/node_modules/.bin/napi ] || (cd node && npm install --silent --no-audit --no-fund)
+log "building the ironlock Node addon (release)"
+IRONNODE="$PEERS/ironlock-node"
+mkdir -p "$IRONNODE/build"
+(cd node && node_modules/.bin/napi build --platform --release --no-js --output-dir "$IRONNODE/build" >/dev/null)
+rm -rf "$IRONNODE/lib"
+cp -r node/lib node/index.js node/package.json "$IRONNODE/"
+cp "$IRONNODE"/build/ironlock.*.node "$IRONNODE/"
+
+exec "$VENV/bin/python" "$BENCH/bench.py" "$@"

@@ -1,0 +1,512 @@
+//! Rust benchmark driver: `ironlock-bench --client lower|ironlock|rslock --workload a|b|c|d|e
+//! --urls U1,U2,.. [--cycles N] [--concurrency C] [--prefix P] [--time-limit SECS]`.
+//!
+//! Prints one JSON line (the protocol every driver in bench/ shares, see bench/README.md).
+//! `lower` is the hand-written lower bound: `SET NX PX` to all N nodes in parallel over one
+//! multiplexed connection per node, return at a majority; then a compare-and-delete script
+//! (EVALSHA) to all N, return at a majority, stragglers drained by a spawned task.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use redis::aio::MultiplexedConnection;
+
+const TTL_MS: u64 = 10_000;
+const HOLD_TTL_MS: u64 = 30_000;
+const RELEASE_SCRIPT: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+struct Args {
+    client: String,
+    workload: String,
+    urls: Vec<String>,
+    cycles: usize,
+    concurrency: usize,
+    prefix: String,
+    time_limit: f64,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        client: String::new(),
+        workload: String::new(),
+        urls: Vec::new(),
+        cycles: 1000,
+        concurrency: 1,
+        prefix: format!("bench:{}", std::process::id()),
+        time_limit: 30.0,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let v = it.next().unwrap_or_else(|| fail(&format!("{k} needs a value")));
+        match k.as_str() {
+            "--client" => a.client = v,
+            "--workload" => a.workload = v,
+            "--urls" => a.urls = v.split(',').map(str::to_owned).collect(),
+            "--cycles" => a.cycles = v.parse().unwrap_or_else(|_| fail("--cycles")),
+            "--concurrency" => a.concurrency = v.parse().unwrap_or_else(|_| fail("--concurrency")),
+            "--prefix" => a.prefix = v,
+            "--time-limit" => a.time_limit = v.parse().unwrap_or_else(|_| fail("--time-limit")),
+            _ => fail(&format!("unknown argument {k}")),
+        }
+    }
+    if a.urls.is_empty() || a.concurrency == 0 {
+        fail("--urls and a positive --concurrency are required");
+    }
+    a
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("ironlock-bench: {msg}");
+    std::process::exit(2);
+}
+
+/// A small xorshift generator for the driver's own 0–2 ms retry pause (not for tokens).
+struct Rng(u64);
+impl Rng {
+    fn new() -> Rng {
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b).expect("os rng");
+        Rng(u64::from_le_bytes(b) | 1)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+struct Lower {
+    conns: Vec<MultiplexedConnection>,
+    sha: String,
+    /// Profiling variants (not in the tables): acquire through ironlock's own acquire script
+    /// instead of `SET NX PX`, and release waiting for every node instead of a majority.
+    acquire_sha: Option<String>,
+    release_waits_for_all: bool,
+    quorum: usize,
+    token_prefix: String,
+    seq: AtomicU64,
+}
+
+impl Lower {
+    async fn connect(urls: &[String], lua_acquire: bool, release_waits_for_all: bool) -> Lower {
+        let mut conns = Vec::new();
+        let mut sha = String::new();
+        let mut acquire_sha = None;
+        for u in urls {
+            let client = redis::Client::open(u.as_str()).unwrap_or_else(|e| fail(&e.to_string()));
+            let mut c = client
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap_or_else(|e| fail(&e.to_string()));
+            sha = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(RELEASE_SCRIPT)
+                .query_async(&mut c)
+                .await
+                .unwrap_or_else(|e| fail(&e.to_string()));
+            if lua_acquire {
+                acquire_sha = Some(
+                    redis::cmd("SCRIPT")
+                        .arg("LOAD")
+                        .arg(ironlock::scripts::ACQUIRE_SOURCE)
+                        .query_async::<String>(&mut c)
+                        .await
+                        .unwrap_or_else(|e| fail(&e.to_string())),
+                );
+            }
+            conns.push(c);
+        }
+        let mut b = [0u8; 12];
+        getrandom::fill(&mut b).expect("os rng");
+        Lower {
+            quorum: conns.len() / 2 + 1,
+            conns,
+            sha,
+            acquire_sha,
+            release_waits_for_all,
+            token_prefix: b.iter().map(|x| format!("{x:02x}")).collect(),
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    fn token(&self) -> String {
+        format!("{}{:016x}", self.token_prefix, self.seq.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Sends `cmd` to every node at once; true once a majority answered `yes`, false once a
+    /// majority can no longer be reached. Replies still outstanding are drained in the background.
+    async fn fan_out(&self, cmd: redis::Cmd, yes: fn(&redis::Value) -> bool, all: bool) -> bool {
+        let cmd = Arc::new(cmd);
+        let mut futs: FuturesUnordered<_> = self
+            .conns
+            .iter()
+            .map(|c| {
+                let mut c = c.clone();
+                let cmd = Arc::clone(&cmd);
+                async move { cmd.query_async::<redis::Value>(&mut c).await }
+            })
+            .collect();
+        let n = self.conns.len();
+        let (mut ok, mut no) = (0, 0);
+        let mut granted = false;
+        while let Some(r) = futs.next().await {
+            match r {
+                Ok(v) if yes(&v) => ok += 1,
+                _ => no += 1,
+            }
+            granted = ok >= self.quorum;
+            if !all && (granted || no > n - self.quorum) {
+                break;
+            }
+        }
+        if !futs.is_empty() {
+            tokio::spawn(async move { while futs.next().await.is_some() {} });
+        }
+        granted
+    }
+
+    async fn acquire(&self, key: &str, ttl_ms: u64) -> Option<String> {
+        let token = self.token();
+        let granted = if let Some(sha) = &self.acquire_sha {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(sha).arg(1).arg(key).arg(&token).arg(ttl_ms).arg("0");
+            self.fan_out(cmd, |v| matches!(v, redis::Value::Array(a) if matches!(a.first(), Some(redis::Value::Int(1)))), false)
+                .await
+        } else {
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(key).arg(&token).arg("NX").arg("PX").arg(ttl_ms);
+            self.fan_out(cmd, |v| matches!(v, redis::Value::Okay) || matches!(v, redis::Value::SimpleString(s) if s == "OK"), false)
+                .await
+        };
+        if granted {
+            Some(token)
+        } else {
+            self.release(key, &token).await;
+            None
+        }
+    }
+
+    async fn release(&self, key: &str, token: &str) -> bool {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.sha).arg(1).arg(key).arg(token);
+        self.fan_out(cmd, |v| matches!(v, redis::Value::Int(1)), self.release_waits_for_all)
+            .await
+    }
+}
+
+enum Client {
+    Lower(Lower),
+    Iron(ironlock::LockManager),
+    Rs(rslock::LockManager),
+}
+
+enum Held {
+    Lower(String, String),
+    Iron(ironlock::Lock),
+    Rs(rslock::Lock),
+}
+
+impl Client {
+    async fn new(args: &Args) -> Client {
+        match args.client.as_str() {
+            "lower" => Client::Lower(Lower::connect(&args.urls, false, false).await),
+            "lower-lua-acquire" => Client::Lower(Lower::connect(&args.urls, true, false).await),
+            "lower-release-all" => Client::Lower(Lower::connect(&args.urls, false, true).await),
+            "ironlock" => {
+                // Fresh nodes: restart quarantine off. (c): retry off (one round per call, the
+                // driver retries). (d): the library's defaults (10 retries, 200 ± 100 ms, release
+                // wake-ups). Otherwise defaults too (distinct keys never contend).
+                let mut cfg = ironlock::Config::new(&args.urls).restart_quarantine(false);
+                if args.workload == "c" {
+                    cfg = cfg.retry_count(0);
+                }
+                match ironlock::LockManager::new(cfg).await {
+                    Ok(m) => Client::Iron(m),
+                    Err(e) => fail(&format!("ironlock: {e}")),
+                }
+            }
+            "rslock" => {
+                let mut m = rslock::LockManager::new(args.urls.clone());
+                if args.workload == "c" {
+                    // rslock counts tries, not retries: 1 = a single round.
+                    m.set_retry(1, Duration::from_millis(200));
+                }
+                Client::Rs(m)
+            }
+            other => fail(&format!("unknown client {other}")),
+        }
+    }
+
+    async fn acquire(&self, key: &str, ttl_ms: u64) -> Result<Option<Held>, String> {
+        match self {
+            Client::Lower(l) => Ok(l.acquire(key, ttl_ms).await.map(|t| Held::Lower(key.to_owned(), t))),
+            Client::Iron(m) => match m.acquire(&[key], Duration::from_millis(ttl_ms)).await {
+                Ok(lock) => Ok(Some(Held::Iron(lock))),
+                Err(e) if matches!(e.kind(), ironlock::ErrorKind::Contended) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            },
+            Client::Rs(m) => match m.lock(key, Duration::from_millis(ttl_ms)).await {
+                Ok(lock) => Ok(Some(Held::Rs(lock))),
+                Err(rslock::LockError::Unavailable) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            },
+        }
+    }
+
+    async fn release(&self, held: Held) {
+        match (self, held) {
+            (Client::Lower(l), Held::Lower(k, t)) => {
+                l.release(&k, &t).await;
+            }
+            (_, Held::Iron(lock)) => {
+                lock.release().await;
+            }
+            (Client::Rs(m), Held::Rs(lock)) => m.unlock(&lock).await,
+            _ => unreachable!("a lock goes back to the client that made it"),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Outcome {
+    ok: usize,
+    failed: usize,
+    lat_us: Vec<u32>,
+    first_error: Option<String>,
+}
+
+fn cpu_us() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn max_rss_kb() -> u64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_maxrss as u64
+}
+
+fn current_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .map_or(0, |pages| pages * 4)
+}
+
+/// (a), (b): `cycles` acquire+release cycles on distinct keys, `concurrency` at a time.
+async fn run_cycles(client: Arc<Client>, args: &Args, deadline: Instant, prefix: &str, cycles: usize) -> Outcome {
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..args.concurrency {
+        let (client, next, prefix) = (Arc::clone(&client), Arc::clone(&next), prefix.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let mut out = Outcome::default();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= cycles || Instant::now() >= deadline {
+                    break;
+                }
+                let key = format!("{prefix}:{i}");
+                let t0 = Instant::now();
+                match client.acquire(&key, TTL_MS).await {
+                    Ok(Some(h)) => {
+                        client.release(h).await;
+                        out.ok += 1;
+                        out.lat_us.push(t0.elapsed().as_micros() as u32);
+                    }
+                    Ok(None) => out.failed += 1,
+                    Err(e) => {
+                        out.failed += 1;
+                        out.first_error.get_or_insert(e);
+                    }
+                }
+            }
+            out
+        }));
+    }
+    merge(tasks).await
+}
+
+/// (c), (d): `concurrency` workers on ONE key until `cycles` successful acquisitions. A refused
+/// round is retried by the driver after a uniform 0–2 ms pause; with a library's own retries
+/// (d) an exhausted acquire is simply called again.
+async fn run_contended(client: Arc<Client>, args: &Args, deadline: Instant) -> Outcome {
+    let done = Arc::new(AtomicUsize::new(0));
+    let key = format!("{}:hot", args.prefix);
+    let target = args.cycles;
+    let driver_pause = args.workload == "c" || matches!(*client, Client::Lower(_));
+    let mut tasks = Vec::new();
+    for _ in 0..args.concurrency {
+        let (client, done, key) = (Arc::clone(&client), Arc::clone(&done), key.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut out = Outcome::default();
+            let mut rng = Rng::new();
+            'outer: while done.load(Ordering::Relaxed) < target && Instant::now() < deadline {
+                let t0 = Instant::now();
+                loop {
+                    match client.acquire(&key, TTL_MS).await {
+                        Ok(Some(h)) => {
+                            client.release(h).await;
+                            done.fetch_add(1, Ordering::Relaxed);
+                            out.ok += 1;
+                            out.lat_us.push(t0.elapsed().as_micros() as u32);
+                            break;
+                        }
+                        Ok(None) => out.failed += 1,
+                        Err(e) => {
+                            out.failed += 1;
+                            out.first_error.get_or_insert(e);
+                        }
+                    }
+                    if done.load(Ordering::Relaxed) >= target || Instant::now() >= deadline {
+                        break 'outer;
+                    }
+                    if driver_pause {
+                        tokio::time::sleep(Duration::from_micros(rng.below(2001))).await;
+                    }
+                }
+            }
+            // Failed rounds are the normal path here, not errors.
+            out.first_error = None;
+            out
+        }));
+    }
+    merge(tasks).await
+}
+
+async fn merge(tasks: Vec<tokio::task::JoinHandle<Outcome>>) -> Outcome {
+    let mut all = Outcome::default();
+    for t in tasks {
+        let o = t.await.expect("bench task panicked");
+        all.ok += o.ok;
+        all.failed += o.failed;
+        all.lat_us.extend(o.lat_us);
+        if all.first_error.is_none() {
+            all.first_error = o.first_error;
+        }
+    }
+    all
+}
+
+/// (e): hold `cycles` locks at once (taken 64 at a time), read the peak RSS, release them all.
+async fn run_hold(client: Arc<Client>, args: &Args, deadline: Instant) -> (Outcome, u64, u64) {
+    let base = current_rss_kb();
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..args.concurrency {
+        let (client, next, prefix, total) =
+            (Arc::clone(&client), Arc::clone(&next), args.prefix.clone(), args.cycles);
+        tasks.push(tokio::spawn(async move {
+            let mut held = Vec::new();
+            let mut failed = 0;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total || Instant::now() >= deadline {
+                    break;
+                }
+                match client.acquire(&format!("{prefix}:held:{i}"), HOLD_TTL_MS).await {
+                    Ok(Some(h)) => held.push(h),
+                    _ => failed += 1,
+                }
+            }
+            (held, failed)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut out = Outcome::default();
+    for t in tasks {
+        let (h, f) = t.await.expect("bench task panicked");
+        all.extend(h);
+        out.failed += f;
+    }
+    out.ok = all.len();
+    let peak = max_rss_kb().max(current_rss_kb());
+    let client2 = Arc::clone(&client);
+    let mut rel: FuturesUnordered<_> = FuturesUnordered::new();
+    for h in all {
+        rel.push(client2.release(h));
+        if rel.len() >= 64 {
+            rel.next().await;
+        }
+    }
+    while rel.next().await.is_some() {}
+    (out, base, peak)
+}
+
+fn pct(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64
+}
+
+fn main() {
+    let args = parse_args();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async {
+        let client = Arc::new(Client::new(&args).await);
+        // Warm-up: connections, scripts loaded, code paths hot. Not measured.
+        let warm = run_cycles(
+            Arc::clone(&client),
+            &args,
+            Instant::now() + Duration::from_secs(5),
+            &format!("{}:warm", args.prefix),
+            (args.concurrency * 4).max(50),
+        )
+        .await;
+        if warm.ok == 0 {
+            fail(&format!("warm-up failed: {}", warm.first_error.unwrap_or_default()));
+        }
+        let deadline = Instant::now() + Duration::from_secs_f64(args.time_limit);
+        let cpu0 = cpu_us();
+        let t0 = Instant::now();
+        let (mut out, rss) = match args.workload.as_str() {
+            "a" | "b" => (run_cycles(Arc::clone(&client), &args, deadline, &args.prefix, args.cycles).await, None),
+            "c" | "d" => (run_contended(Arc::clone(&client), &args, deadline).await, None),
+            "e" => {
+                let (o, base, peak) = run_hold(Arc::clone(&client), &args, deadline).await;
+                (o, Some((base, peak)))
+            }
+            w => fail(&format!("unknown workload {w}")),
+        };
+        let secs = t0.elapsed().as_secs_f64();
+        let cpu = cpu_us() - cpu0;
+        out.lat_us.sort_unstable();
+        let target = args.cycles;
+        let complete = out.ok >= target;
+        let mut line = format!(
+            "{{\"ok\":{},\"failed\":{},\"target\":{},\"complete\":{},\"seconds\":{:.6},\"cps\":{:.3},\"p50_us\":{:.1},\"p99_us\":{:.1},\"cpu_us_per_cycle\":{:.3}",
+            out.ok,
+            out.failed,
+            target,
+            complete,
+            secs,
+            out.ok as f64 / secs,
+            pct(&out.lat_us, 0.50),
+            pct(&out.lat_us, 0.99),
+            if out.ok > 0 { cpu / out.ok as f64 } else { 0.0 },
+        );
+        if let Some((base, peak)) = rss {
+            line.push_str(&format!(",\"rss_base_kb\":{base},\"rss_peak_kb\":{peak}"));
+        }
+        if let Some(e) = &out.first_error {
+            line.push_str(&format!(",\"error\":{:?}", e));
+        }
+        line.push('}');
+        println!("{line}");
+        std::process::exit(if complete { 0 } else { 3 });
+    });
+}
