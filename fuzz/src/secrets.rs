@@ -57,10 +57,11 @@ pub(crate) fn secrets(url: &str) -> Vec<Secret> {
 
 /// Adds the `pass` / `password` query values of `url` (when `check` is true) and returns all.
 fn query_secrets(url: &str, check: bool, mut out: Vec<Secret>) -> Vec<Secret> {
-    let Some((_, query)) = url.split_once('?').filter(|_| check) else {
+    // A query ends at the fragment; a '?' inside the fragment starts no query.
+    let before_fragment = url.split('#').next().unwrap_or_default();
+    let Some((_, query)) = before_fragment.split_once('?').filter(|_| check) else {
         return out;
     };
-    let query = query.split('#').next().unwrap_or_default();
     for pair in query.split('&') {
         let Some((name, value)) = url::form_urlencoded::parse(pair.as_bytes()).next() else {
             continue;
