@@ -31,7 +31,10 @@ from resp import Resp  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-BUILD = REPO / "target" / "chaos"
+# Per-run directory (binaries + logs), so that concurrent runs do not trample each other; the
+# directories of runs whose process is gone are removed when the next run starts.
+CHAOS_ROOT = REPO / "target" / "chaos"
+BUILD = CHAOS_ROOT / str(os.getpid())
 HARNESS = os.environ.get("IRONLOCK_HARNESS", str(REPO / "target" / "debug" / "ironlock-harness"))
 LIBDIR = Path(os.environ.get("IRONLOCK_LIBDIR", str(REPO / "target" / "debug")))
 TAG = "ironlock-chaos-%d" % os.getpid()
@@ -820,8 +823,13 @@ def main() -> int:
         print("harness not found: %s (cargo build -p ironlock-harness)" % HARNESS,
               file=sys.stderr)
         return 2
+    if CHAOS_ROOT.is_dir():
+        for d in CHAOS_ROOT.iterdir():
+            if d.is_dir() and d.name.isdigit() and not Path("/proc/" + d.name).exists():
+                shutil.rmtree(d, ignore_errors=True)
     t0 = time.monotonic()
     results: List[Dict[str, Any]] = []
+    log("logs: %s" % (BUILD / "runs"))
     try:
         fw = Firewall()
         if not fw.ok:
