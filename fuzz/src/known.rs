@@ -24,7 +24,8 @@ pub const DRIFT_OVERFLOW: bool = true;
 ///   shows all of `pw`;
 /// - it keeps a `pass=` / `password=` query of unparsable text verbatim
 ///   (`redis://[::1?pass=secret`);
-/// - when the parser puts the text in a path (`redis:;/x http://user:pw@h`), nothing is hidden.
+/// - when the parser puts the text in a path (`redis:;/x http://user:pw@h`, or a later `://` after
+///   a special scheme written without slashes, `https:h/x://user:pw@h`), nothing is hidden.
 ///
 /// Fix in core/src/config.rs `redact_url`: in the fallback use `rsplit_once('@')` and drop
 /// everything after a '?'; and when the parser finds no password but the text after a `://`

@@ -37,12 +37,16 @@ pub(crate) fn secrets(url: &str) -> Vec<Secret> {
         Some(_) => &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())],
         None => rest,
     };
+    let parser_password = parsed.as_ref().and_then(|u| u.password());
     if let Some((_, password)) = authority
         .rsplit_once('@')
         .and_then(|(userinfo, _)| userinfo.split_once(':'))
+        // While relaxed, only the text the parser took its password from (a later `://` in a
+        // path or a special scheme without slashes puts the parser's authority elsewhere).
+        && !(relaxed && parser_password.map(decode) != Some(decode(password)))
     {
         let mut forms = vec![password.to_owned(), decode(password)];
-        if let Some(p) = parsed.as_ref().and_then(|u| u.password()) {
+        if let Some(p) = parser_password {
             forms.extend([p.to_owned(), decode(p)]);
         }
         push(&mut out, password, forms);
