@@ -44,7 +44,12 @@ CLIENTS = {
     "pottery-aio": ("pottery AIORedlock", PYDRV + ["--client", "pottery-aio"]),
     "aioredlock": ("aioredlock", PYDRV + ["--client", "aioredlock"]),
     "rslock": ("rslock", RUST + ["--client", "rslock"]),
+    # Profiling rows (full runs, (a) N=5 and (b) only): the lower bound with ONE of ironlock's
+    # choices added, to measure what each costs (see the findings below the tables).
+    "lower-lua-acquire": ("(profile) lower bound + ironlock's acquire script", RUST + ["--client", "lower-lua-acquire"]),
+    "lower-release-all": ("(profile) lower bound + release waits for all N", RUST + ["--client", "lower-release-all"]),
 }
+PROFILE_ROWS = {"lower-lua-acquire": ("a5", "b"), "lower-release-all": ("a5", "b")}
 
 # id -> (workload letter, N, cycles, concurrency, pinned, time limit s, repetitions)
 FULL = {
@@ -166,6 +171,11 @@ def run_one(client, wid, spec, urls, pids, rep, run_id, env):
             rec["error"] = "unparsable output: " + out[-1][:300]
         if p.returncode not in (0, 3) or not out:
             rec["error"] = rec.get("error") or (p.stderr.strip().splitlines() or ["no output"])[-1][:500]
+            if "cps" in rec and (p.returncode < 0 or p.returncode >= 128):
+                # Measured in full, then crashed while exiting: keep the numbers, flag the crash.
+                sig = -p.returncode if p.returncode < 0 else p.returncode - 128
+                rec["exit_crash"] = f"signal {sig}"
+                rec["error"] = f"crashed at exit (signal {sig}) after reporting"
     except subprocess.TimeoutExpired:
         rec["rc"] = -1
         rec["error"] = f"killed after {limit + 60} s"
@@ -193,7 +203,7 @@ def med(xs):
 
 
 def aggregate(recs):
-    ok = [r for r in recs if "cps" in r and r.get("rc") in (0, 3)]
+    ok = [r for r in recs if "cps" in r and (r.get("rc") in (0, 3) or "exit_crash" in r)]
     if not ok:
         return None
     return {
@@ -210,11 +220,13 @@ def aggregate(recs):
         "rss_peak": med([r.get("rss_peak_kb", 0) for r in ok]),
         "rss_base": med([r.get("rss_base_kb", 0) for r in ok]),
         "reps": len(ok),
+        "crashes": sum(1 for r in ok if "exit_crash" in r),
     }
 
 
 def table(wid, spec, records, clients):
     letter = spec[0]
+    clients = [c for c in clients if c not in PROFILE_ROWS or wid in PROFILE_ROWS[c]]
     rows = {c: aggregate([r for r in records if r["client"] == c and r["workload"] == wid]) for c in clients}
     low = rows.get("lower")
     redl = rows.get("node-redlock")
@@ -244,6 +256,8 @@ def table(wid, spec, records, clients):
         ratio = f"{a['cps'] / low['cps']:.2f}" if low and low["cps"] else "–"
         p99r = f"{a['p99'] / low['p99']:.2f}" if low and low["p99"] else "–"
         partial = f" (partial: {a['done']:,.0f}/{a['target']:,} in the time limit)" if a["partial"] else ""
+        if a["crashes"]:
+            partial += f" **crashed at exit in {a['crashes']}/{a['reps']} runs**"
         row = (f"| {CLIENTS[c][0]} | {fmt_rate(a['cps'])} ({fmt_rate(a['min'])}–{fmt_rate(a['max'])}){partial} | "
                f"{ratio} | {a['p50']:,.0f} | {a['p99']:,.0f} | {p99r} | {a['cpu']:,.1f} | {a['srv']:,.1f} |")
         if extra:
@@ -303,6 +317,8 @@ def main():
     if args.workloads:
         plan = {w: (FULL | SMOKE)[w] for w in args.workloads.split(",")}
     clients = list(CLIENTS) if not args.only else [c for c in CLIENTS if c in args.only.split(",")]
+    if args.smoke:
+        clients = [c for c in clients if c not in PROFILE_ROWS]
     if "lower" not in clients:
         clients.insert(0, "lower")
 
@@ -331,6 +347,8 @@ def main():
                 if rep > (spec[6] if args.reps is None else args.reps):
                     continue
                 for c in clients:
+                    if c in PROFILE_ROWS and wid not in PROFILE_ROWS[c]:
+                        continue
                     rec = run_one(c, wid, spec, urls, pids, rep, run_id, env)
                     records.append(rec)
                     jl.write(json.dumps(rec) + "\n")
