@@ -53,13 +53,13 @@ PROFILE_ROWS = {"lower-lua-acquire": ("a5", "b"), "lower-release-all": ("a5", "b
 
 # id -> (workload letter, N, cycles, concurrency, pinned, time limit s, repetitions)
 FULL = {
-    "a1": ("a", 1, 5000, 1, False, 8, 3),
-    "a3": ("a", 3, 5000, 1, False, 8, 3),
-    "a5": ("a", 5, 5000, 1, False, 8, 3),
-    "a5p": ("a", 5, 5000, 1, True, 8, 3),
-    "b": ("b", 5, 20000, 64, False, 8, 3),
-    "c": ("c", 5, 2000, 16, False, 8, 3),
-    "d": ("d", 5, 2000, 16, False, 8, 3),
+    "a1": ("a", 1, 5000, 1, False, 6, 3),
+    "a3": ("a", 3, 5000, 1, False, 6, 3),
+    "a5": ("a", 5, 5000, 1, False, 6, 3),
+    "a5p": ("a", 5, 5000, 1, True, 6, 3),
+    "b": ("b", 5, 20000, 64, False, 6, 3),
+    "c": ("c", 5, 2000, 16, False, 6, 3),
+    "d": ("d", 5, 2000, 16, False, 6, 3),
     "e": ("e", 5, 10000, 64, False, 30, 1),
 }
 SMOKE = {
@@ -393,7 +393,7 @@ def main():
            "- aioredlock: (c) `retry_count=1` (one attempt); otherwise defaults (3 attempts, 0.1–0.3 s apart).",
            "- rslock: (c) `set_retry(1, _)` (one attempt); otherwise defaults (3 attempts, 0–200 ms apart).",
            "- lower bound: no library retry at all; in (c) and (d) the driver retries after uniform 0–2 ms.",
-           "- ttl 10 s ((e): 30 s). Each run is bounded: 8 s of measurement (30 s for (e)); a client that does "
+           "- ttl 10 s ((e): 30 s). Each run is bounded: 6 s of measurement (30 s for (e)); a client that does "
            "not finish its cycles in time is reported with the rate of the cycles it completed, marked "
            "partial. (e) runs once per client (memory does not need a median).", ""]
     findings = os.path.join(BENCH, "findings.md")
