@@ -26,6 +26,7 @@ pub const DRIFT_OVERFLOW: bool = true;
 ///   (`redis://[::1?pass=secret`);
 /// - when the parser puts the text in a path (`redis:;/x http://user:pw@h`, or a later `://` after
 ///   a special scheme written without slashes, `https:h/x://user:pw@h`), nothing is hidden.
+///
 /// Related: `parse_node`'s "unsupported scheme {scheme:?}" prints the raw text before the first
 /// `://`, which then can hold a userinfo (`https:/h:pw@x/://y`); print it only when it is a
 /// plausible scheme (ASCII letters, digits, `+`, `-`, `.`), else report the URL as unparsable.
