@@ -15,8 +15,7 @@ use redis::aio::MultiplexedConnection;
 
 const TTL_MS: u64 = 10_000;
 const HOLD_TTL_MS: u64 = 30_000;
-const RELEASE_SCRIPT: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+const RELEASE_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 struct Args {
     client: String,
@@ -40,7 +39,9 @@ fn parse_args() -> Args {
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
-        let v = it.next().unwrap_or_else(|| fail(&format!("{k} needs a value")));
+        let v = it
+            .next()
+            .unwrap_or_else(|| fail(&format!("{k} needs a value")));
         match k.as_str() {
             "--client" => a.client = v,
             "--workload" => a.workload = v,
@@ -134,7 +135,11 @@ impl Lower {
     }
 
     fn token(&self) -> String {
-        format!("{}{:016x}", self.token_prefix, self.seq.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "{}{:016x}",
+            self.token_prefix,
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     /// Sends `cmd` to every node at once; true once a majority answered `yes`, false once a
@@ -173,14 +178,26 @@ impl Lower {
         let token = self.token();
         let granted = if let Some(sha) = &self.acquire_sha {
             let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(sha).arg(1).arg(key).arg(&token).arg(ttl_ms).arg("0");
+            cmd.arg(sha)
+                .arg(1)
+                .arg(key)
+                .arg(&token)
+                .arg(ttl_ms)
+                .arg("0");
             self.fan_out(cmd, |v| matches!(v, redis::Value::Array(a) if matches!(a.first(), Some(redis::Value::Int(1)))), false)
                 .await
         } else {
             let mut cmd = redis::cmd("SET");
             cmd.arg(key).arg(&token).arg("NX").arg("PX").arg(ttl_ms);
-            self.fan_out(cmd, |v| matches!(v, redis::Value::Okay) || matches!(v, redis::Value::SimpleString(s) if s == "OK"), false)
-                .await
+            self.fan_out(
+                cmd,
+                |v| {
+                    matches!(v, redis::Value::Okay)
+                        || matches!(v, redis::Value::SimpleString(s) if s == "OK")
+                },
+                false,
+            )
+            .await
         };
         if granted {
             Some(token)
@@ -193,8 +210,12 @@ impl Lower {
     async fn release(&self, key: &str, token: &str) -> bool {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(&self.sha).arg(1).arg(key).arg(token);
-        self.fan_out(cmd, |v| matches!(v, redis::Value::Int(1)), self.release_waits_for_all)
-            .await
+        self.fan_out(
+            cmd,
+            |v| matches!(v, redis::Value::Int(1)),
+            self.release_waits_for_all,
+        )
+        .await
     }
 }
 
@@ -243,7 +264,10 @@ impl Client {
 
     async fn acquire(&self, key: &str, ttl_ms: u64) -> Result<Option<Held>, String> {
         match self {
-            Client::Lower(l) => Ok(l.acquire(key, ttl_ms).await.map(|t| Held::Lower(key.to_owned(), t))),
+            Client::Lower(l) => Ok(l
+                .acquire(key, ttl_ms)
+                .await
+                .map(|t| Held::Lower(key.to_owned(), t))),
             Client::Iron(m) => match m.acquire(&[key], Duration::from_millis(ttl_ms)).await {
                 Ok(lock) => Ok(Some(Held::Iron(lock))),
                 Err(e) if matches!(e.kind(), ironlock::ErrorKind::Contended) => Ok(None),
@@ -297,12 +321,22 @@ fn max_rss_kb() -> u64 {
 fn current_rss_kb() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
         .map_or(0, |pages| pages * 4)
 }
 
 /// (a), (b): `cycles` acquire+release cycles on distinct keys, `concurrency` at a time.
-async fn run_cycles(client: Arc<Client>, args: &Args, deadline: Instant, prefix: &str, cycles: usize) -> Outcome {
+async fn run_cycles(
+    client: Arc<Client>,
+    args: &Args,
+    deadline: Instant,
+    prefix: &str,
+    cycles: usize,
+) -> Outcome {
     let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..args.concurrency {
@@ -402,8 +436,12 @@ async fn run_hold(client: Arc<Client>, args: &Args, deadline: Instant) -> (Outco
     let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..args.concurrency {
-        let (client, next, prefix, total) =
-            (Arc::clone(&client), Arc::clone(&next), args.prefix.clone(), args.cycles);
+        let (client, next, prefix, total) = (
+            Arc::clone(&client),
+            Arc::clone(&next),
+            args.prefix.clone(),
+            args.cycles,
+        );
         tasks.push(tokio::spawn(async move {
             let mut held = Vec::new();
             let mut failed = 0;
@@ -412,7 +450,10 @@ async fn run_hold(client: Arc<Client>, args: &Args, deadline: Instant) -> (Outco
                 if i >= total || Instant::now() >= deadline {
                     break;
                 }
-                match client.acquire(&format!("{prefix}:held:{i}"), HOLD_TTL_MS).await {
+                match client
+                    .acquire(&format!("{prefix}:held:{i}"), HOLD_TTL_MS)
+                    .await
+                {
                     Ok(Some(h)) => held.push(h),
                     _ => failed += 1,
                 }
