@@ -42,10 +42,10 @@ int main(int argc, char **argv) {
 
     /* ... the critical section: keep it shorter than ironlock_lock_validity_ms(lock) ... */
 
-    bool held = false;
-    ironlock_release_held(lock, &held); /* explicit: ironlock_lock_free never releases */
+    bool held = false; /* false if the lock had expired or been taken over before the release */
+    status = ironlock_release_held(lock, &held); /* explicit: ironlock_lock_free never releases */
     printf("released (still held until release: %s)\n", held ? "yes" : "no");
     ironlock_lock_free(lock);
     ironlock_manager_free(manager);
-    return held ? 0 : 1;
+    return status == IRONLOCK_OK ? 0 : 1;
 }
