@@ -73,7 +73,20 @@ fn optional<T>(v: &[u8], parse: fn(&[u8]) -> Option<T>) -> Option<Option<T>> {
 fn shown_by(config: &Config) -> String {
     let mut out = format!("{config:?}\n");
     if let Err(e) = config.check() {
-        out += &format!("{e}\n{e:?}\n{:?}\n", e.message());
+        let message = e.message();
+        // While known to print the raw text before `://` (known.rs), only the redacted URL that
+        // follows " in " is checked in an unsupported-scheme error.
+        let message = match message.split_once("unsupported scheme ") {
+            Some((head, rest)) if known::relaxed(known::SCHEME_TEXT) => {
+                format!(
+                    "{head}{}",
+                    rest.rsplit_once(" in ").map_or("", |(_, url)| url)
+                )
+            }
+            _ => format!("{e}\n{e:?}\n{message:?}"),
+        };
+        out += &message;
+        out.push('\n');
     }
     for url in config.nodes() {
         out += &redact_url(url);

@@ -27,15 +27,20 @@ pub const DRIFT_OVERFLOW: bool = true;
 /// - when the parser puts the text in a path (`redis:;/x http://user:pw@h`, or a later `://` after
 ///   a special scheme written without slashes, `https:h/x://user:pw@h`), nothing is hidden.
 ///
-/// Related: `parse_node`'s "unsupported scheme {scheme:?}" prints the raw text before the first
-/// `://`, which then can hold a userinfo (`https:/h:pw@x/://y`); print it only when it is a
-/// plausible scheme (ASCII letters, digits, `+`, `-`, `.`), else report the URL as unparsable.
-///
 /// Fix in core/src/config.rs `redact_url`: in the fallback use `rsplit_once('@')` and drop
 /// everything after a '?'; and when the parser finds no password but the text after a `://`
 /// holds `:…@`, mask from that ':' to the last '@' as the fallback does.
 /// Inputs: `regressions/*/core-bug-redact-text-*`.
 pub const REDACT_TEXT: bool = true;
+
+/// `Config::check()`'s "nodes[i]: unsupported scheme {scheme:?} in {url}" prints the raw text
+/// before the first `://` as the scheme, and that text can hold a password the redacted `{url}`
+/// hides: a `pass=` query (`redis:/x?pass=secret&y=://z`) or a userinfo
+/// (`https:/h:secret@x/://y`). Fix in core/src/config.rs `parse_node`: print the scheme only
+/// when it is a plausible one (ASCII letters, digits, `+`, `-`, `.`), else report the URL as
+/// unparsable (with the redacted URL only).
+/// Inputs: `regressions/*/core-bug-scheme-text-*`.
+pub const SCHEME_TEXT: bool = true;
 
 thread_local! {
     static STRICT: Cell<bool> = const { Cell::new(false) };

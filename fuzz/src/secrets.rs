@@ -56,6 +56,14 @@ pub(crate) fn secrets(url: &str) -> Vec<Secret> {
             }
         }
     }
+    // The parser's password where the text before it does not look like `scheme://user:`
+    // (`https:/h:pw@x`, special schemes take one slash or none).
+    if let Some(p) = parser_password
+        && !out.iter().any(|s| s.forms.contains(&decode(p)))
+        && url.matches(p).count() == 1
+    {
+        push(&mut out, p, vec![p.to_owned(), decode(p)]);
+    }
     query_secrets(url, parsed.is_some() || !relaxed, out)
 }
 

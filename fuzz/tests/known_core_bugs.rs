@@ -74,3 +74,8 @@ fn drift_overflow() {
 fn redact_text() {
     assert_state("REDACT_TEXT", known::REDACT_TEXT);
 }
+
+#[test]
+fn scheme_text() {
+    assert_state("SCHEME_TEXT", known::SCHEME_TEXT);
+}
