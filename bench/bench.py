@@ -363,7 +363,8 @@ def main():
     stop_nodes()
 
     md = ["# ironlock benchmark results", ""]
-    md.append(f"Run {stamp} ({'smoke' if args.smoke else 'full'}), {time.monotonic() - started:.0f} s. "
+    kind = "smoke" if args.smoke else ("selection" if args.only or args.workloads or args.reps else "full")
+    md.append(f"Run {stamp} ({kind} run), {time.monotonic() - started:.0f} s. "
               f"Host: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}; "
               f"load average at start {load0[0]:.2f}, at end {load1[0]:.2f}. {args.load_note}")
     md += ["", "Every client ran against the same five local redis-server nodes (loopback, started by "
