@@ -208,6 +208,19 @@ impl Config {
         nonzero("node_timeout", self.node_timeout)?;
         nonzero("connect_timeout", self.connect_timeout)?;
         nonzero("max_ttl", self.max_ttl)?;
+        for (name, d) in [
+            ("retry_delay", self.retry_delay),
+            ("retry_jitter", self.retry_jitter),
+            ("node_timeout", self.node_timeout),
+            ("connect_timeout", self.connect_timeout),
+            ("drift_constant", self.drift_constant),
+        ] {
+            if d > DAY {
+                return Err(Error::invalid(format!(
+                    "{name}: {d:?} is longer than a day"
+                )));
+            }
+        }
         if self.max_ttl > Duration::from_secs(u32::MAX as u64) {
             return Err(Error::invalid("max_ttl: must be at most 2^32 - 1 seconds"));
         }
@@ -246,7 +259,8 @@ impl Config {
 
     /// drift = ttl × drift_factor + drift_constant.
     pub(crate) fn drift(&self, ttl: Duration) -> Duration {
-        ttl.mul_f64(self.drift_factor) + self.drift_constant
+        ttl.mul_f64(self.drift_factor)
+            .saturating_add(self.drift_constant)
     }
 
     /// Checks a ttl given to acquire or extend.
@@ -270,6 +284,8 @@ impl Config {
     }
 }
 
+const DAY: Duration = Duration::from_secs(86_400);
+
 fn nonzero(name: &str, d: Duration) -> Result<()> {
     if d.is_zero() {
         return Err(Error::invalid(format!("{name}: must be positive")));
@@ -289,6 +305,13 @@ fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
         )));
     };
     let display = redact_url(url);
+    let plausible = !scheme.is_empty()
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
+    if !plausible {
+        return Err(Error::invalid(format!("{name}: unparsable URL {display}")));
+    }
     if !matches!(
         scheme,
         "redis" | "rediss" | "unix" | "redis+unix" | "valkey" | "valkeys"
@@ -317,35 +340,70 @@ fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
 }
 
 /// The URL with any password (userinfo or `pass`/`password` query parameter) replaced by `***`.
+///
+/// When the text does not parse as a URL, or parses in a way that may leave a secret in plain
+/// sight (an `@` or a `pass=` the parser did not treat as credentials), the whole userinfo (up to
+/// the last `@`) and everything after `?` or `#` are hidden instead.
 pub fn redact_url(raw: &str) -> String {
-    let Ok(mut u) = url::Url::parse(raw) else {
-        // Not a URL: show only what cannot be a secret.
-        return match raw.split_once('@') {
-            Some((_, host)) => format!("***@{host}"),
-            None => raw.to_owned(),
-        };
+    if let Ok(mut u) = url::Url::parse(raw) {
+        if u.password().is_some() {
+            let _ = u.set_password(Some("***"));
+        }
+        if u.query().is_some() {
+            let pairs: Vec<(String, String)> = u
+                .query_pairs()
+                .map(|(k, v)| {
+                    let secret = matches!(k.as_ref(), "pass" | "password");
+                    (
+                        k.into_owned(),
+                        if secret {
+                            "***".to_owned()
+                        } else {
+                            v.into_owned()
+                        },
+                    )
+                })
+                .collect();
+            u.query_pairs_mut().clear().extend_pairs(pairs);
+        }
+        let shown = u.to_string();
+        if looks_clean(&shown) {
+            return shown;
+        }
+    }
+    redact_conservatively(raw)
+}
+
+/// True when every `@` follows our own mask and every `pass=` value is masked.
+fn looks_clean(shown: &str) -> bool {
+    let ats_masked = shown
+        .match_indices('@')
+        .all(|(i, _)| shown[..i].ends_with(":***"));
+    let passes_masked = ["pass=", "password="].iter().all(|p| {
+        shown
+            .match_indices(p)
+            .all(|(i, _)| shown[i + p.len()..].starts_with("***"))
+    });
+    ats_masked && passes_masked
+}
+
+/// Keeps a plausible scheme and the host part after the last `@`; hides the rest.
+fn redact_conservatively(raw: &str) -> String {
+    let (scheme, rest) = match raw.split_once("://") {
+        Some((s, r))
+            if !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
+        {
+            (format!("{s}://"), r)
+        }
+        _ => (String::new(), raw),
     };
-    if u.password().is_some() {
-        let _ = u.set_password(Some("***"));
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    match rest.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}***@{host}"),
+        None => format!("{scheme}{rest}"),
     }
-    if u.query().is_some() {
-        let pairs: Vec<(String, String)> = u
-            .query_pairs()
-            .map(|(k, v)| {
-                let secret = matches!(k.as_ref(), "pass" | "password");
-                (
-                    k.into_owned(),
-                    if secret {
-                        "***".to_owned()
-                    } else {
-                        v.into_owned()
-                    },
-                )
-            })
-            .collect();
-        u.query_pairs_mut().clear().extend_pairs(pairs);
-    }
-    u.to_string()
 }
 
 /// Removes a secret from free text (error messages from the Redis client).
@@ -415,6 +473,10 @@ mod tests {
 
     #[test]
     fn redacts_userinfo_and_query_passwords() {
+        assert_eq!(redact_url("redis://u:abc@defghi@[::"), "redis://***@[::");
+        assert!(!redact_url("redis://[::1?pass=secret").contains("secret"));
+        assert!(!redact_url("redis:;/x http://user:pw@h").contains("pw"));
+        assert!(!redact_url("https:h/x://user:pw@h").contains("pw"));
         assert_eq!(
             redact_url("redis://alice:s3cret@127.0.0.1:6379/2"),
             "redis://alice:***@127.0.0.1:6379/2"
@@ -423,6 +485,18 @@ mod tests {
         let u = redact_url("unix:///tmp/r.sock?db=1&pass=s3cret");
         assert!(!u.contains("s3cret") && u.contains("pass=***"), "{u}");
         assert_eq!(redact_url("not a url s3cret@host"), "***@host");
+        let e = Config::new(["https:/h:secret@x/://y"]).check().unwrap_err();
+        assert!(!e.to_string().contains("secret"), "{e}");
+        let e = Config::new(["redis://127.0.0.1:1"])
+            .drift_constant(Duration::MAX)
+            .check()
+            .unwrap_err();
+        assert!(e.message().starts_with("drift_constant"), "{e}");
+        let e = Config::new(["redis://127.0.0.1:1"])
+            .retry_delay(Duration::MAX)
+            .check()
+            .unwrap_err();
+        assert!(e.message().starts_with("retry_delay"), "{e}");
     }
 
     #[test]

@@ -598,6 +598,7 @@ fn retry_pause(config: &Config) -> Duration {
     let delay = config.retry_delay.as_secs_f64();
     let jitter = config.retry_jitter.as_secs_f64();
     let u = token::random_unit();
+    // Both are at most a day (validated), so this cannot overflow.
     Duration::from_secs_f64((delay + jitter * (2.0 * u - 1.0)).max(0.0))
 }
 

@@ -94,6 +94,8 @@ pub unsafe extern "C" fn ironlock_manager_new(
         // SAFETY: forwarded caller contract.
         let config = unsafe { arg_ref(config, "config") }?.build();
         let out = arg_out(out, "out")?;
+        // Reject bad settings before starting a runtime for them.
+        config.check()?;
         let rt = Runtime::new()?;
         let manager = rt.block_on(LockManager::new(config))??;
         let handle = into_raw(ironlock_manager {

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 /// (milliseconds). Fix in core/src/config.rs: `saturating_add` in `drift`, or reject a
 /// `drift_constant` of `max_ttl` or more before computing the drift.
 /// Input: `regressions/config/core-bug-drift-overflow`.
-pub const DRIFT_OVERFLOW: bool = true;
+pub const DRIFT_OVERFLOW: bool = false;
 
 /// `redact_url` hides only what the URL parser takes for a password, so text that reads as one
 /// is shown (and ends up in `InvalidArgument` / `Connection` messages and in `Debug`) when the
@@ -31,7 +31,7 @@ pub const DRIFT_OVERFLOW: bool = true;
 /// everything after a '?'; and when the parser finds no password but the text after a `://`
 /// holds `:…@`, mask from that ':' to the last '@' as the fallback does.
 /// Inputs: `regressions/*/core-bug-redact-text-*`.
-pub const REDACT_TEXT: bool = true;
+pub const REDACT_TEXT: bool = false;
 
 /// `Config::check()`'s "nodes[i]: unsupported scheme {scheme:?} in {url}" prints the raw text
 /// before the first `://` as the scheme, and that text can hold a password the redacted `{url}`
@@ -40,7 +40,7 @@ pub const REDACT_TEXT: bool = true;
 /// when it is a plausible one (ASCII letters, digits, `+`, `-`, `.`), else report the URL as
 /// unparsable (with the redacted URL only).
 /// Inputs: `regressions/*/core-bug-scheme-text-*`.
-pub const SCHEME_TEXT: bool = true;
+pub const SCHEME_TEXT: bool = false;
 
 thread_local! {
     static STRICT: Cell<bool> = const { Cell::new(false) };
