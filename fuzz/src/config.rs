@@ -14,6 +14,9 @@ use crate::text::{duration, flag, float, int, lines, text};
 const ARGUMENTS: &[&str] = &[
     "nodes",
     "drift_factor",
+    "drift_constant",
+    "retry_delay",
+    "retry_jitter",
     "node_timeout",
     "connect_timeout",
     "max_ttl",
