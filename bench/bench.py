@@ -60,13 +60,14 @@ FULL = {
     "b": ("b", 5, 20000, 64, False, 6, 3),
     "c": ("c", 5, 2000, 16, False, 6, 3),
     "d": ("d", 5, 2000, 16, False, 6, 3),
+    "dh": ("d", 5, 2000, 16, False, 6, 3, 2),
     "e": ("e", 5, 10000, 64, False, 30, 1),
 }
 SMOKE = {
     "a5p": ("a", 5, 20, 1, True, 10, 1),
     "b": ("b", 5, 100, 8, False, 10, 1),
     "c": ("c", 5, 20, 4, False, 10, 1),
-    "d": ("d", 5, 10, 4, False, 10, 1),
+    "d": ("d", 5, 10, 4, False, 10, 1, 1),
     "e": ("e", 3, 100, 8, False, 10, 1),
 }
 TITLES = {
@@ -77,6 +78,7 @@ TITLES = {
     "b": "(b) 64 in flight, 20,000 cycles on distinct keys, N = 5",
     "c": "(c) 16 workers on ONE key, N = 5, 2,000 acquisitions; library retry off, driver retries after uniform 0–2 ms",
     "d": "(d) 16 workers on ONE key, N = 5, 2,000 acquisitions; every library's DEFAULT retry settings",
+    "dh": "(d) with a 2 ms critical section: each grant is held 2 ms before the release (16 workers, ONE key, N = 5, default retry settings)",
     "e": "(e) memory: one process holding 10,000 locks at once (N = 5, taken 64 at a time)",
 }
 
@@ -144,7 +146,8 @@ def server_cpu_s(ports):
 
 
 def run_one(client, wid, spec, urls, pids, rep, run_id, env):
-    letter, n, cycles, conc, pinned, limit, _ = spec
+    letter, n, cycles, conc, pinned, limit = spec[:6]
+    hold = spec[7] if len(spec) > 7 else 0
     cmd = CLIENTS[client][1] + [
         "--workload", letter,
         "--urls", ",".join(urls[:n]),
@@ -152,7 +155,7 @@ def run_one(client, wid, spec, urls, pids, rep, run_id, env):
         "--concurrency", str(conc),
         "--prefix", f"bench:{run_id}:{client}:{wid}:{rep}",
         "--time-limit", str(limit),
-    ]
+    ] + (["--hold-ms", str(hold)] if hold else [])
     if pinned:
         cmd = ["taskset", "-c", "0"] + cmd
         pin(pids[:n], "0")
@@ -291,6 +294,8 @@ def targets(aggs):
         ("Node ≥ 3× node-redlock in (b)", r("b", "ironlock-node", "node-redlock"), 3.0, "≥"),
         ("(d) ironlock Node ≥ 20× node-redlock acquisitions/s", r("d", "ironlock-node", "node-redlock"), 20.0, "≥"),
         ("(d) ironlock Rust ≥ 20× node-redlock acquisitions/s", r("d", "ironlock-rust", "node-redlock"), 20.0, "≥"),
+        ("(d) with a 2 ms hold: ironlock Node ≥ 20× node-redlock", r("dh", "ironlock-node", "node-redlock"), 20.0, "≥"),
+        ("(d) with a 2 ms hold: ironlock Rust ≥ 20× node-redlock", r("dh", "ironlock-rust", "node-redlock"), 20.0, "≥"),
     ]
     lines = ["| target | measured | met? |", "| --- | ---: | :---: |"]
     met_all = True
@@ -304,6 +309,64 @@ def targets(aggs):
     return lines, met_all
 
 
+def markdown(head, plan, records, clients, smoke):
+    md = ["# ironlock benchmark results", "", head]
+    md += ["", "Every client ran against the same five local redis-server nodes (loopback, started by "
+           "`target/debug/ironlock-harness`; N = 1 and 3 use the first nodes), one process per run, "
+           "repetitions interleaved. Rates are the median of the repetitions (min–max); p50/p99 are "
+           "medians over repetitions of each run's per-cycle (a, b) or per-acquisition (c, d: from the "
+           "first attempt to the grant, release included) latency; client CPU is the client process's "
+           "user+system time per cycle (getrusage / process.cpuUsage / resource); server CPU is the "
+           "redis-server nodes' user+system time (INFO cpu) over the run divided by its cycles, warm-up "
+           "included. Ratios are to the lower bound measured in the same run.", ""]
+    aggs = {}
+    for wid, spec in plan.items():
+        lines, rows = table(wid, spec, records, clients)
+        aggs[wid] = rows
+        md += lines
+    if not smoke:
+        tl, _ = targets(aggs)
+        md += ["## Targets (issue 8, item 4)", ""] + tl + [""]
+    md += ["## Settings used", "",
+           "- ironlock (every language): `restart_quarantine` off (the nodes are fresh, uptime 0); "
+           "(a), (b), (d), (e): otherwise the defaults (retry_count 10, retry_delay 200 ms ± 100 ms, release "
+           "wake-ups, node_timeout 50 ms); (c): `retry_count` 0 (one round per call).",
+           "- node-redlock / @sesamecare-oss/redlock: ioredis clients, one per node; (c) `retryCount: 0`; "
+           "otherwise defaults (10 retries, 200 ms ± 100 ms).",
+           "- pottery: `Redlock`/`AIORedlock` per key over redis-py clients; (c) `acquire(blocking=False)`; "
+           "(d) `acquire()` (blocks, retrying after uniform 0–200 ms), bounded by the run's time limit.",
+           "- aioredlock: (c) `retry_count=1` (one attempt); otherwise defaults (3 attempts, 0.1–0.3 s apart).",
+           "- rslock: (c) `set_retry(1, _)` (one attempt); otherwise defaults (3 attempts, 0–200 ms apart).",
+           "- lower bound: no library retry at all; in (c) and (d) the driver retries after uniform 0–2 ms.",
+           "- ttl 10 s ((e): 60 s, the default max_ttl). Each run is bounded: 6 s of measurement (30 s for (e)); a client that does "
+           "not finish its cycles in time is reported with the rate of the cycles it completed, marked "
+           "partial. (e) runs once per client (memory does not need a median).", ""]
+    findings = os.path.join(BENCH, "findings.md")
+    if not smoke and os.path.exists(findings):
+        with open(findings) as f:
+            md += [f.read().rstrip()]
+    return md
+
+
+def render_stored(args):
+    """Re-renders bench/RESULTS.md from stored .jsonl results (see --render)."""
+    groups = {}
+    for path in args.render:
+        recs = [json.loads(line) for line in open(path) if line.strip()]
+        fresh = {}
+        for r in recs:
+            fresh.setdefault((r["client"], r["workload"]), []).append(r)
+        groups.update(fresh)
+    records = [r for rs in groups.values() for r in rs]
+    names = ", ".join(os.path.basename(p) for p in args.render)
+    head = f"Rendered from {names}. {args.load_note}"
+    md = markdown(head, FULL, records, list(CLIENTS), False)
+    with open(os.path.join(BENCH, "RESULTS.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("bench: wrote bench/RESULTS.md")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
@@ -311,11 +374,17 @@ def main():
     ap.add_argument("--workloads", help="comma-separated workload ids")
     ap.add_argument("--reps", type=int)
     ap.add_argument("--load-note", default="")
+    ap.add_argument("--render", action="append", metavar="JSONL",
+                    help="no run: render bench/RESULTS.md from stored results (a later file's records "
+                         "replace the earlier files' records of the same client and workload)")
     args = ap.parse_args()
+    if args.render:
+        return render_stored(args)
 
     plan = SMOKE if args.smoke else FULL
     if args.workloads:
-        plan = {w: (FULL | SMOKE)[w] for w in args.workloads.split(",")}
+        base_plan = SMOKE if args.smoke else FULL
+        plan = {w: base_plan[w] for w in args.workloads.split(",")}
     clients = list(CLIENTS) if not args.only else [c for c in CLIENTS if c in args.only.split(",")]
     if args.smoke:
         clients = [c for c in clients if c not in PROFILE_ROWS]
@@ -362,45 +431,11 @@ def main():
     load1 = os.getloadavg()
     stop_nodes()
 
-    md = ["# ironlock benchmark results", ""]
     kind = "smoke" if args.smoke else ("selection" if args.only or args.workloads or args.reps else "full")
-    md.append(f"Run {stamp} ({kind} run), {time.monotonic() - started:.0f} s. "
-              f"Host: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}; "
-              f"load average at start {load0[0]:.2f}, at end {load1[0]:.2f}. {args.load_note}")
-    md += ["", "Every client ran against the same five local redis-server nodes (loopback, started by "
-           "`target/debug/ironlock-harness`; N = 1 and 3 use the first nodes), one process per run, "
-           "repetitions interleaved. Rates are the median of the repetitions (min–max); p50/p99 are "
-           "medians over repetitions of each run's per-cycle (a, b) or per-acquisition (c, d: from the "
-           "first attempt to the grant, release included) latency; client CPU is the client process's "
-           "user+system time per cycle (getrusage / process.cpuUsage / resource); server CPU is the "
-           "redis-server nodes' user+system time (INFO cpu) over the run divided by its cycles, warm-up "
-           "included. Ratios are to the lower bound measured in the same run.", ""]
-    aggs = {}
-    for wid, spec in plan.items():
-        lines, rows = table(wid, spec, records, clients)
-        aggs[wid] = rows
-        md += lines
-    if not args.smoke:
-        tl, _ = targets(aggs)
-        md += ["## Targets (issue 8, item 4)", ""] + tl + [""]
-    md += ["## Settings used", "",
-           "- ironlock (every language): `restart_quarantine` off (the nodes are fresh, uptime 0); "
-           "(a), (b), (d), (e): otherwise the defaults (retry_count 10, retry_delay 200 ms ± 100 ms, release "
-           "wake-ups, node_timeout 50 ms); (c): `retry_count` 0 (one round per call).",
-           "- node-redlock / @sesamecare-oss/redlock: ioredis clients, one per node; (c) `retryCount: 0`; "
-           "otherwise defaults (10 retries, 200 ms ± 100 ms).",
-           "- pottery: `Redlock`/`AIORedlock` per key over redis-py clients; (c) `acquire(blocking=False)`; "
-           "(d) `acquire()` (blocks, retrying after uniform 0–200 ms), bounded by the run's time limit.",
-           "- aioredlock: (c) `retry_count=1` (one attempt); otherwise defaults (3 attempts, 0.1–0.3 s apart).",
-           "- rslock: (c) `set_retry(1, _)` (one attempt); otherwise defaults (3 attempts, 0–200 ms apart).",
-           "- lower bound: no library retry at all; in (c) and (d) the driver retries after uniform 0–2 ms.",
-           "- ttl 10 s ((e): 30 s). Each run is bounded: 6 s of measurement (30 s for (e)); a client that does "
-           "not finish its cycles in time is reported with the rate of the cycles it completed, marked "
-           "partial. (e) runs once per client (memory does not need a median).", ""]
-    findings = os.path.join(BENCH, "findings.md")
-    if not args.smoke and os.path.exists(findings):
-        with open(findings) as f:
-            md += [f.read().rstrip()]
+    head = (f"Run {stamp} ({kind} run), {time.monotonic() - started:.0f} s. "
+            f"Host: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}; "
+            f"load average at start {load0[0]:.2f}, at end {load1[0]:.2f}. {args.load_note}")
+    md = markdown(head, plan, records, clients, args.smoke)
     text = "\n".join(md) + "\n"
     with open(base + ".md", "w") as f:
         f.write(text)

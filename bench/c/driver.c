@@ -20,13 +20,14 @@
 #include <ironlock.h>
 
 #define TTL_MS 10000
-#define HOLD_TTL_MS 30000
+#define HOLD_TTL_MS 60000 /* the longest ttl ironlock allows by default (max_ttl) */
 
 static const char *workload = NULL;
 static char *urls = NULL;
 static long cycles = 1000, concurrency = 1;
 static const char *prefix = NULL;
 static double time_limit = 30.0;
+static long hold_us = 0; /* (c)/(d): hold each grant this long */
 
 static ironlock_manager *manager;
 static atomic_long next_index, done_count, ok_count, failed_count;
@@ -104,6 +105,7 @@ static void *run(void *arg) {
                 ironlock_lock *lock = NULL;
                 ironlock_status st = ironlock_acquire(manager, res, 1, TTL_MS, &opts, &lock);
                 if (st == IRONLOCK_OK) {
+                    if (hold_us > 0) usleep((useconds_t)hold_us);
                     ironlock_release(lock);
                     ironlock_lock_free(lock);
                     atomic_fetch_add(&done_count, 1);
@@ -189,6 +191,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--concurrency")) concurrency = atol(v);
         else if (!strcmp(k, "--prefix")) prefix = v;
         else if (!strcmp(k, "--time-limit")) time_limit = atof(v);
+        else if (!strcmp(k, "--hold-ms")) hold_us = (long)(atof(v) * 1000.0);
         else if (!strcmp(k, "--client")) { /* always ironlock */ }
         else die("unknown argument");
     }

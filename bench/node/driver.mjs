@@ -11,10 +11,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { readFileSync } from 'node:fs'
 
 const TTL = 10_000
-const HOLD_TTL = 30_000
+const HOLD_TTL = 60_000 // the longest ttl ironlock allows by default (maxTtl)
 
 function parseArgs() {
-  const a = { cycles: 1000, concurrency: 1, prefix: `bench:${process.pid}`, timeLimit: 30 }
+  const a = { cycles: 1000, concurrency: 1, prefix: `bench:${process.pid}`, timeLimit: 30, holdMs: 0 }
   const argv = process.argv.slice(2)
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i], argv[i + 1]]
@@ -26,6 +26,7 @@ function parseArgs() {
     else if (k === '--concurrency') a.concurrency = Number(v)
     else if (k === '--prefix') a.prefix = v
     else if (k === '--time-limit') a.timeLimit = Number(v)
+    else if (k === '--hold-ms') a.holdMs = Number(v)
     else fail(`unknown argument ${k}`)
   }
   if (!a.client || !a.workload || !a.urls) fail('--client, --workload and --urls are required')
@@ -130,6 +131,7 @@ async function runContended(client, args, deadline, out) {
       for (;;) {
         try {
           const lock = await client.acquire(key, TTL)
+          if (args.holdMs) await sleep(args.holdMs)
           await client.release(lock)
           done++
           out.ok++
@@ -190,7 +192,7 @@ async function main() {
     line.rss_base_kb = base
     line.rss_peak_kb = Math.max(process.resourceUsage().maxRSS, currentRssKb())
     for (let i = 0; i < out.held.length; i += 64) {
-      await Promise.all(out.held.slice(i, i + 64).map((l) => client.release(l)))
+      await Promise.allSettled(out.held.slice(i, i + 64).map((l) => client.release(l)))
     }
   }
   if (out.error && args.workload !== 'c' && args.workload !== 'd') line.error = out.error

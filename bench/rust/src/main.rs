@@ -14,7 +14,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::MultiplexedConnection;
 
 const TTL_MS: u64 = 10_000;
-const HOLD_TTL_MS: u64 = 30_000;
+const HOLD_TTL_MS: u64 = 60_000; // the longest ttl ironlock allows by default (max_ttl)
 const RELEASE_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 struct Args {
@@ -25,6 +25,8 @@ struct Args {
     concurrency: usize,
     prefix: String,
     time_limit: f64,
+    /// (c)/(d): hold each grant this long before releasing it.
+    hold: Duration,
 }
 
 fn parse_args() -> Args {
@@ -36,6 +38,7 @@ fn parse_args() -> Args {
         concurrency: 1,
         prefix: format!("bench:{}", std::process::id()),
         time_limit: 30.0,
+        hold: Duration::ZERO,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -50,6 +53,11 @@ fn parse_args() -> Args {
             "--concurrency" => a.concurrency = v.parse().unwrap_or_else(|_| fail("--concurrency")),
             "--prefix" => a.prefix = v,
             "--time-limit" => a.time_limit = v.parse().unwrap_or_else(|_| fail("--time-limit")),
+            "--hold-ms" => {
+                a.hold = Duration::from_secs_f64(
+                    v.parse::<f64>().unwrap_or_else(|_| fail("--hold-ms")) / 1000.0,
+                )
+            }
             _ => fail(&format!("unknown argument {k}")),
         }
     }
@@ -377,6 +385,7 @@ async fn run_contended(client: Arc<Client>, args: &Args, deadline: Instant) -> O
     let key = format!("{}:hot", args.prefix);
     let target = args.cycles;
     let driver_pause = args.workload == "c" || matches!(*client, Client::Lower(_));
+    let hold = args.hold;
     let mut tasks = Vec::new();
     for _ in 0..args.concurrency {
         let (client, done, key) = (Arc::clone(&client), Arc::clone(&done), key.clone());
@@ -388,6 +397,9 @@ async fn run_contended(client: Arc<Client>, args: &Args, deadline: Instant) -> O
                 loop {
                     match client.acquire(&key, TTL_MS).await {
                         Ok(Some(h)) => {
+                            if !hold.is_zero() {
+                                tokio::time::sleep(hold).await;
+                            }
                             client.release(h).await;
                             done.fetch_add(1, Ordering::Relaxed);
                             out.ok += 1;
