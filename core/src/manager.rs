@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use crate::config::{Config, validate_resources};
 use crate::error::{Error, ErrorKind, Report, Result, Vote};
 use crate::lock::{Lock, LockInner, LockState, Released};
-use crate::node::Node;
+use crate::node::{Failure, Node};
 use crate::notify::Notifier;
 use crate::quorum::{self, Reply, Round, Tally};
 use crate::scripts;
@@ -338,9 +338,22 @@ impl LockManager {
         let config = &shared.config;
         shared.rounds.fetch_add(1, Ordering::Relaxed);
         let t1 = Instant::now();
-        let round = quorum::run(&shared.nodes, Tally::Early, t1, |node| {
+        let round = quorum::run(&shared.nodes, Tally::Eligible, t1, |node| {
             let req = req.clone();
             async move {
+                if req.simple && node.has_set_nx_get() {
+                    // One key, no fencing: a plain SET NX costs the server a fraction of a script.
+                    return match node.set_nx_get(&req.keys[0], &req.token, &req.ttl_ms).await {
+                        Ok(None) => Reply::Yes(0),
+                        // Our own key from an earlier round: its expiry is older than this
+                        // round's, so it cannot count; the rollback deletes it.
+                        Ok(Some(v)) if v == req.token => Reply::Failed(Failure::Error(
+                            "holds this lock's key from an earlier round".to_owned(),
+                        )),
+                        Ok(Some(_)) => Reply::No,
+                        Err(f) => Reply::Failed(f),
+                    };
+                }
                 let keys: Vec<&str> = req.script_keys.iter().map(String::as_str).collect();
                 let args = [req.token.as_str(), req.ttl_ms.as_str(), req.fencing_flag()];
                 match node
@@ -444,7 +457,7 @@ impl LockManager {
 
     async fn write_fence(&self, req: &Arc<AcquireRequest>, f: u64, t1: Instant) -> (Round, Report) {
         let f = Arc::new(f.to_string());
-        let round = quorum::run(&self.shared.nodes, Tally::Early, t1, |node| {
+        let round = quorum::run(&self.shared.nodes, Tally::Eligible, t1, |node| {
             let (req, f) = (req.clone(), f.clone());
             async move {
                 let keys: Vec<&str> = req.script_keys.iter().map(String::as_str).collect();
@@ -545,6 +558,8 @@ struct AcquireRequest {
     ttl: Duration,
     ttl_ms: String,
     fencing: bool,
+    /// One key and no fencing: `SET NX PX` instead of the script where the server allows it.
+    simple: bool,
 }
 
 impl AcquireRequest {
@@ -560,6 +575,7 @@ impl AcquireRequest {
             ttl,
             ttl_ms: ttl.as_millis().to_string(),
             fencing,
+            simple: keys.len() == 1 && !fencing,
         }
     }
 
@@ -613,7 +629,7 @@ fn unix_micros() -> u64 {
 async fn release_on(nodes: &[Arc<Node>], keys: &[String], token: &str, announce: bool) -> Round {
     let keys: Arc<Vec<String>> = Arc::new(keys.to_vec());
     let token: Arc<str> = Arc::from(token);
-    quorum::run(nodes, Tally::All, Instant::now(), |node| {
+    quorum::run(nodes, Tally::Release, Instant::now(), |node| {
         let (keys, token) = (keys.clone(), token.clone());
         async move {
             let k: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -682,7 +698,7 @@ pub(crate) async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     let keys: Arc<Vec<String>> = Arc::new(inner.keys.clone());
     let token: Arc<str> = Arc::from(inner.token.as_str());
     let ttl_ms: Arc<str> = Arc::from(ttl.as_millis().to_string());
-    let round = quorum::run(&shared.nodes, Tally::Early, t1, |node| {
+    let round = quorum::run(&shared.nodes, Tally::Eligible, t1, |node| {
         let (keys, token, ttl_ms) = (keys.clone(), token.clone(), ttl_ms.clone());
         async move {
             let k: Vec<&str> = keys.iter().map(String::as_str).collect();

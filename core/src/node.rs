@@ -235,12 +235,51 @@ impl Node {
         keys: &[&str],
         args: &[&str],
     ) -> Result<T, Failure> {
-        let (mut conn, generation) = self.connection()?;
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.get_hash())
             .arg(keys.len())
             .arg(keys)
             .arg(args);
+        self.query_cmd(&cmd).await
+    }
+
+    /// `SET key token NX PX ttl GET` (Redis 7+): the fast path of a single-key acquire without
+    /// fencing. `None`: set; `Some(value)`: the key already held `value`, nothing was set.
+    pub(crate) async fn set_nx_get(
+        self: &Arc<Self>,
+        key: &str,
+        token: &str,
+        ttl_ms: &str,
+    ) -> Result<Option<String>, Failure> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms)
+            .arg("GET");
+        self.query_cmd(&cmd).await
+    }
+
+    /// Whether the server takes `SET … NX … GET` (Redis and Valkey 7 and later).
+    pub(crate) fn has_set_nx_get(&self) -> bool {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.info.as_ref().is_some_and(|i| {
+            i.version
+                .split('.')
+                .next()
+                .and_then(|m| m.parse::<u32>().ok())
+                .is_some_and(|m| m >= 7)
+        })
+    }
+
+    /// Runs one command with the per-request timeout; one command per request keeps requests on
+    /// a connection strictly ordered.
+    async fn query_cmd<T: FromRedisValue>(
+        self: &Arc<Self>,
+        cmd: &redis::Cmd,
+    ) -> Result<T, Failure> {
+        let (mut conn, generation) = self.connection()?;
         let reply = tokio::time::timeout(self.node_timeout, cmd.query_async(&mut conn)).await;
         self.settle(reply, generation)
     }

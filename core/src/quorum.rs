@@ -72,11 +72,12 @@ pub(crate) struct Round {
 /// How the votes of a round are tallied.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tally {
-    /// Stop as soon as the outcome (quorum reached, or out of reach) is known.
-    Early,
-    /// Wait for every node, and count every "yes" (release: restart quarantine is irrelevant to
-    /// deleting our own keys).
-    All,
+    /// Acquire and extend: stop as soon as the outcome is decided (quorum reached, or out of
+    /// reach with a refusal seen); a "yes" from a node in restart quarantine does not count.
+    Eligible,
+    /// Release: wait for every node (so that the keys are gone everywhere that answers when it
+    /// returns) and count every "yes" (quarantine is irrelevant to deleting our own keys).
+    Release,
 }
 
 /// Sends `request(node)` to all nodes at once and counts the replies as they arrive.
@@ -110,7 +111,6 @@ where
         .map(|node| Some(Box::pin(request(node.clone()))))
         .collect();
     let (mut granted, mut refused, mut failed, mut max_payload) = (0usize, 0usize, 0usize, 0u64);
-    let early = tally == Tally::Early;
     std::future::poll_fn(|cx| {
         for (i, slot) in pending.iter_mut().enumerate() {
             let Some(fut) = slot else { continue };
@@ -123,7 +123,7 @@ where
             let r = &mut reports[i];
             match reply {
                 Reply::Yes(payload) => {
-                    if tally == Tally::All || node.eligible() {
+                    if tally == Tally::Release || node.eligible() {
                         granted += 1;
                         max_payload = max_payload.max(payload);
                         r.vote = Vote::For;
@@ -161,7 +161,8 @@ where
         // A failed round waits for a refusal (or for every node) so that the error kind does
         // not depend on reply order: Contended needs one "held elsewhere" answer.
         let failed_for_sure = n - refused - failed < q;
-        let decided = early && (granted >= q || (failed_for_sure && refused > 0));
+        let decided =
+            tally == Tally::Eligible && (granted >= q || (failed_for_sure && refused > 0));
         if decided || answered == n {
             Poll::Ready(())
         } else {
