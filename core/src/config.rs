@@ -374,11 +374,13 @@ pub fn redact_url(raw: &str) -> String {
     redact_conservatively(raw)
 }
 
-/// True when every `@` follows our own mask and every `pass=` value is masked.
+/// True when every `@` follows our own mask, no `@` hides percent-encoded in the text, and every
+/// `pass=` value is masked.
 fn looks_clean(shown: &str) -> bool {
     let ats_masked = shown
         .match_indices('@')
-        .all(|(i, _)| shown[..i].ends_with(":***"));
+        .all(|(i, _)| shown[..i].ends_with(":***"))
+        && !shown.to_ascii_lowercase().contains("%40");
     let passes_masked = ["pass=", "password="].iter().all(|p| {
         shown
             .match_indices(p)
@@ -477,6 +479,10 @@ mod tests {
         assert!(!redact_url("redis://[::1?pass=secret").contains("secret"));
         assert!(!redact_url("redis:;/x http://user:pw@h").contains("pw"));
         assert!(!redact_url("https:h/x://user:pw@h").contains("pw"));
+        assert!(!redact_url("redis:/x[::edis://alice:s3cret@1").contains("s3cret"));
+        assert!(
+            !redact_url("unix:?db=0&pa\u{fffd}=redis://alice:s3cret@127.0.0.1").contains("s3cret")
+        );
         assert_eq!(
             redact_url("redis://alice:s3cret@127.0.0.1:6379/2"),
             "redis://alice:***@127.0.0.1:6379/2"
