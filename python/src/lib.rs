@@ -23,5 +23,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::LostFlag>()?;
     m.add_class::<lock::AsyncLostFlag>()?;
     m.add_class::<lock::KeepAlive>()?;
+    // Not a module attribute: only `atexit` holds it.
+    let drain = wrap_pyfunction!(runtime::drain_at_exit, m)?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (drain,))?;
     Ok(())
 }

@@ -256,14 +256,22 @@ impl GenericRuntime for ForkSafe {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        handle().spawn(fut)
+        let busy = InFlight::enter();
+        handle().spawn(async move {
+            let _busy = busy;
+            fut.await
+        })
     }
 
     fn spawn_blocking<F>(f: F) -> Self::JoinHandle
     where
         F: FnOnce() + Send + 'static,
     {
-        handle().spawn_blocking(f)
+        let busy = InFlight::enter();
+        handle().spawn_blocking(move || {
+            let _busy = busy;
+            f()
+        })
     }
 }
 
@@ -282,6 +290,37 @@ impl ContextExt for ForkSafe {
             .try_with(|c| c.get().cloned())
             .unwrap_or_default()
     }
+}
+
+/// Counts the asyncio bridge tasks (pyo3-async-runtimes' result delivery) that may still touch
+/// Python. A runtime thread that takes the GIL while the interpreter finalizes crashes the
+/// process, so an `atexit` hook waits (GIL released, at most a second) for them to finish.
+static IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> InFlight {
+        IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Registered with `atexit`: lets the bridge tasks finish before the interpreter finalizes.
+#[pyfunction]
+pub(crate) fn drain_at_exit(py: Python<'_>) {
+    py.detach(|| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        while IN_FLIGHT.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
 }
 
 /// A result converted to Python only when pyo3-async-runtimes hands it over with the GIL held;
