@@ -54,8 +54,12 @@ proptest! {
     }
 
     #[test]
-    fn classification_follows_the_spec(n in 1usize..=15, granted in 0usize..=15, refused in 0usize..=15, left in any::<bool>()) {
-        prop_assume!(granted + refused <= n);
+    fn classification_follows_the_spec(
+        (n, granted, refused) in (1usize..=15)
+            .prop_flat_map(|n| (Just(n), 0..=n))
+            .prop_flat_map(|(n, g)| (Just(n), Just(g), 0..=n - g)),
+        left in any::<bool>(),
+    ) {
         let q = quorum(n);
         match classify(n, granted, refused, left) {
             Ok(()) => prop_assert!(granted >= q && left),

@@ -16,16 +16,7 @@ pub const ABORTED: &str = "ABORTED";
 
 /// The SPEC §5 code of a core error kind.
 pub fn code(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Contended => "CONTENDED",
-        ErrorKind::Unavailable => "UNAVAILABLE",
-        ErrorKind::Lost => "LOST",
-        ErrorKind::InvalidArgument => "INVALID_ARGUMENT",
-        ErrorKind::Connection => "CONNECTION",
-        ErrorKind::Internal => "INTERNAL",
-        // ErrorKind is non-exhaustive: a kind added to the core later is a bug until mapped.
-        _ => "INTERNAL",
-    }
+    kind.code()
 }
 
 /// Converts a core error into the encoded napi error.

@@ -4,24 +4,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ironlock_harness::Cluster;
 
-/// A name no other test or earlier run uses (Redis keys, temp dirs).
-pub fn unique(prefix: &str) -> String {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "{prefix}-{}-{nanos}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use ironlock_harness::unique;
 
 /// Starts `n` nodes or fails the test with the harness's reason.
 pub fn cluster(n: usize) -> Cluster {

@@ -1,7 +1,7 @@
 //! Shared helpers for the integration tests: real redis-server nodes and managers over them.
 #![allow(dead_code)]
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ironlock::{Config, LockManager};
 pub use ironlock_harness::Cluster;
@@ -23,14 +23,8 @@ pub async fn manager(c: &Cluster) -> LockManager {
     LockManager::new(config(c)).await.expect("manager starts")
 }
 
-/// A resource name unique to this run.
-pub fn unique(name: &str) -> String {
-    let n = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}:{}:{n}", std::process::id())
-}
+#[allow(unused_imports)]
+pub use ironlock_harness::unique;
 
 pub const SEC: Duration = Duration::from_secs(1);
 

@@ -114,16 +114,16 @@ pub struct Cluster {
     root: PathBuf,
 }
 
-fn unique() -> String {
+/// A name no other test or earlier run uses (Redis keys, temp dirs): `PREFIX-pid-nanos-seq`.
+pub fn unique(prefix: &str) -> String {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     format!(
-        "{}-{}-{}",
+        "{prefix}-{}-{nanos}-{}",
         std::process::id(),
-        nanos,
         SEQ.fetch_add(1, Ordering::Relaxed)
     )
 }
@@ -156,7 +156,7 @@ impl Cluster {
 
     /// Starts `n` nodes, each with extra redis-server arguments (e.g. `--requirepass x`).
     pub fn start_with(n: usize, extra: &[&str]) -> Result<Cluster, String> {
-        let root = std::env::temp_dir().join(format!("ironlock-harness-{}", unique()));
+        let root = std::env::temp_dir().join(unique("ironlock-harness"));
         std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
         let mut cluster = Cluster {
             nodes: Vec::with_capacity(n),
