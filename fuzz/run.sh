@@ -66,7 +66,7 @@ for t in "${TARGETS[@]}"; do
   log="$FUZZ/target/fuzz-$t.log"
   status=0
   # -max_len keeps inputs (and the corpus) small; -timeout flags a hang as a crash.
-  "$BIN/$t" "$scratch" "${seeds[@]}" -max_total_time="$TIME" -max_len=1024 -timeout=20 \
+  "$BIN/$t" "$scratch" "${seeds[@]}" ${FUZZ_SEED:+-seed="$FUZZ_SEED"} -max_total_time="$TIME" -max_len=1024 -timeout=20 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$FUZZ/artifacts/$t/" \
     >"$log" 2>&1 || status=$?
   grep -E '^#[0-9]+ +(INITED|DONE)|^Done|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" || true

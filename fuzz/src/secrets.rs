@@ -115,7 +115,13 @@ pub(crate) fn mask(text: &str, secret: &str) -> String {
 /// Fails when `shown` contains `form` (a form of a password) although the same output made
 /// from the input without that password (`benign`) does not: then the password is what put it
 /// there, rather than the message's own words or the host name.
+///
+/// A password that itself contains the mask `***` is exempt: the mask, with the URL's own
+/// punctuation around it, can spell it (`red://***@h` "shows" the password `ed://***`).
 pub fn assert_hidden(form: &str, shown: &str, benign: &str, what: &str) {
+    if form.contains("***") {
+        return;
+    }
     assert!(
         !shown.contains(form) || benign.contains(form),
         "{what} shows the password {form:?}: {shown:?}"
