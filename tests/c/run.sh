@@ -75,7 +75,7 @@ c_section_example() { # the first ```c block after the "## C and C++" heading
   awk '/^## C and C\+\+/ { section = 1 } section && /^```c$/ { inside = 1; next }
        inside && /^```$/ { exit } inside { print }' "$1"
 }
-for doc in ffi/README-section.md README.md; do
+for doc in README.md; do
   if grep -q '^## C and C++' "$doc"; then
     run "$doc quick start is ffi/examples/basic.c" diff -u <(c_section_example "$doc") ffi/examples/basic.c
   fi
