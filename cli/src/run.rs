@@ -145,6 +145,8 @@ pub async fn run(args: RunArgs, config: Config, out: &Output) -> u8 {
     let code = supervise(&args, &lock, grace, &mut signals, out).await;
 
     let released = lock.release().await;
+    // The release returned at a quorum; let the last deletes reach every node before exiting.
+    manager.flush().await;
     out.event(
         "released",
         json!({

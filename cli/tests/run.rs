@@ -286,7 +286,9 @@ fn json_events_parse_and_waiting_is_silent_off_a_terminal() {
     assert!(waiting["report"]["nodes"][0]["vote"].is_string());
     let released = events.last().unwrap();
     assert_eq!(released["held"], true);
-    assert_eq!(released["deleted_on"], 3);
+    // A release returns once a quorum (2 of 3) deleted the keys; the last one may be pending.
+    let deleted_on = released["deleted_on"].as_u64().unwrap_or(0);
+    assert!((2..=3).contains(&deleted_on), "{released}");
 
     // Errors are JSON events too.
     let out = run(

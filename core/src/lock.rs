@@ -43,7 +43,10 @@ pub struct Released {
     /// True when a quorum of nodes still held the keys with our token and deleted them: the
     /// lock had not been lost before the release.
     pub held: bool,
-    /// Nodes on which keys with our token were deleted.
+    /// Nodes that had answered "deleted" when the release returned. A release returns as soon
+    /// as a quorum deleted the keys (the lock is gone then: no quorum can see it), so this is at
+    /// least the quorum when `held`; the deletes still in flight finish in the background
+    /// (bounded by `node_timeout`), and their nodes show as `pending` in the report.
     pub deleted_on: usize,
     /// The per-node report.
     pub report: Report,
@@ -161,8 +164,10 @@ impl Lock {
         crate::manager::extend(self, ttl).await
     }
 
-    /// Deletes the keys that still hold this lock's token, on every node. Never fails because
-    /// the lock had expired or been taken over: that is reported as `held == false`.
+    /// Deletes the keys that still hold this lock's token, on every node (the request goes to
+    /// all of them at once; it returns once a quorum deleted them, or every node answered, or
+    /// `node_timeout` passed). Never fails because the lock had expired or been taken over:
+    /// that is reported as `held == false`.
     pub async fn release(&self) -> Released {
         crate::manager::release(self).await
     }

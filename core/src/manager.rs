@@ -216,6 +216,17 @@ impl LockManager {
         self.shared.nodes.iter().map(|n| n.status()).collect()
     }
 
+    /// Waits until the requests that rounds stopped waiting for (a release returns once a
+    /// quorum deleted the keys; an acquire once its outcome is decided) have been answered or
+    /// have timed out: at most `node_timeout` plus a little. Call it before a short-lived
+    /// process exits right after a release, so that the last deletes reach every node.
+    pub async fn flush(&self) {
+        let limit = Instant::now() + self.shared.config.node_timeout + Duration::from_millis(100);
+        while self.shared.nodes.iter().any(|n| n.draining_now() > 0) && Instant::now() < limit {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// Stops background tasks; later operations fail with `Unavailable`. Locks already granted
     /// are not released (release them first).
     pub fn close(&self) {
@@ -341,9 +352,9 @@ impl LockManager {
         let round = quorum::run(&shared.nodes, Tally::Eligible, t1, |node| {
             let req = req.clone();
             async move {
-                if req.simple && node.has_set_nx_get() {
+                if let Some(set) = req.set_nx_get.as_ref().filter(|_| node.has_set_nx_get()) {
                     // One key, no fencing: a plain SET NX costs the server a fraction of a script.
-                    return match node.set_nx_get(&req.keys[0], &req.token, &req.ttl_ms).await {
+                    return match node.query::<Option<String>>(set).await {
                         Ok(None) => Reply::Yes(0),
                         // Our own key from an earlier round: its expiry is older than this
                         // round's, so it cannot count; the rollback deletes it.
@@ -354,12 +365,7 @@ impl LockManager {
                         Err(f) => Reply::Failed(f),
                     };
                 }
-                let keys: Vec<&str> = req.script_keys.iter().map(String::as_str).collect();
-                let args = [req.token.as_str(), req.ttl_ms.as_str(), req.fencing_flag()];
-                match node
-                    .eval::<(i64, i64)>(&scripts::ACQUIRE, &keys, &args)
-                    .await
-                {
+                match node.query::<(i64, i64)>(&req.script).await {
                     Ok((1, fence)) => Reply::Yes(fence.max(0) as u64),
                     Ok(_) => Reply::No,
                     Err(f) => Reply::Failed(f),
@@ -368,22 +374,22 @@ impl LockManager {
         })
         .await;
         let drift = config.drift(req.ttl);
-        let mut report = round.report.clone();
-        report.rounds = round_no;
         let mut ok = round.granted >= shared.quorum;
         let mut decided_at = round.decided_at;
+        let mut elapsed_report = round.report.elapsed;
         let mut fence = None;
+        // The fence round's report explains a failed write-back; otherwise the acquire's does.
+        let mut fence_failure: Option<Report> = None;
         if ok && req.fencing {
             let f = (round.max_payload + 1).max(unix_micros());
-            let (written, fence_report) = self.write_fence(req, f, t1).await;
+            let written = self.write_fence(req, f, t1).await;
             decided_at = written.decided_at;
-            report.elapsed = fence_report.elapsed;
+            elapsed_report = written.report.elapsed;
             ok = written.granted >= shared.quorum;
             if ok {
                 fence = Some(f);
             } else {
-                report = fence_report;
-                report.rounds = round_no;
+                fence_failure = Some(written.report);
             }
         }
         let elapsed = decided_at - t1;
@@ -400,6 +406,9 @@ impl LockManager {
         {
             shared.granted.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(resources = ?resources, ?elapsed, "lock granted");
+            let mut report = round.report;
+            report.rounds = round_no;
+            report.elapsed = elapsed_report;
             let (lost_tx, _) = watch::channel(false);
             return Ok(Lock {
                 inner: Arc::new(LockInner {
@@ -435,6 +444,8 @@ impl LockManager {
         let kind = quorum::classify(shared.nodes.len(), round.granted, round.refused, false)
             .err()
             .unwrap_or(ErrorKind::Unavailable);
+        let mut report = fence_failure.unwrap_or(round.report);
+        report.rounds = round_no;
         let why = if round.granted >= shared.quorum {
             "a quorum answered but no validity was left (or the fence write-back failed)"
         } else if kind == ErrorKind::Contended {
@@ -455,25 +466,24 @@ impl LockManager {
         .with_report(report))
     }
 
-    async fn write_fence(&self, req: &Arc<AcquireRequest>, f: u64, t1: Instant) -> (Round, Report) {
-        let f = Arc::new(f.to_string());
-        let round = quorum::run(&self.shared.nodes, Tally::Eligible, t1, |node| {
-            let (req, f) = (req.clone(), f.clone());
+    async fn write_fence(&self, req: &Arc<AcquireRequest>, f: u64, t1: Instant) -> Round {
+        let f = f.to_string();
+        let cmd = Arc::new(scripts::evalsha(
+            &scripts::FENCE,
+            &req.script_keys,
+            &[req.token.as_str(), f.as_str()],
+        ));
+        quorum::run(&self.shared.nodes, Tally::Eligible, t1, |node| {
+            let cmd = cmd.clone();
             async move {
-                let keys: Vec<&str> = req.script_keys.iter().map(String::as_str).collect();
-                match node
-                    .eval::<i64>(&scripts::FENCE, &keys, &[req.token.as_str(), f.as_str()])
-                    .await
-                {
+                match node.query::<i64>(&cmd).await {
                     Ok(1) => Reply::Yes(0),
                     Ok(_) => Reply::No,
                     Err(e) => Reply::Failed(e),
                 }
             }
         })
-        .await;
-        let report = round.report.clone();
-        (round, report)
+        .await
     }
 
     /// Acquires, runs `work` while the lock is extended in the background, then releases.
@@ -514,10 +524,8 @@ impl LockManager {
             .iter()
             .map(|r| format!("{}{}", self.shared.config.key_prefix, r.as_ref()))
             .collect();
-        Ok(released(
-            &self.shared,
-            release_on(&self.shared.nodes, &keys, token, true).await,
-        ))
+        let round = release_round(&self.shared.nodes, &keys, token, true, Tally::ReleaseAll).await;
+        Ok(released(&self.shared, round))
     }
 
     /// Who holds `resource` on each node, and for how long.
@@ -556,10 +564,12 @@ struct AcquireRequest {
     script_keys: Vec<String>,
     token: String,
     ttl: Duration,
-    ttl_ms: String,
     fencing: bool,
-    /// One key and no fencing: `SET NX PX` instead of the script where the server allows it.
-    simple: bool,
+    /// The acquire script (all-or-nothing per node, fence counters).
+    script: redis::Cmd,
+    /// One key and no fencing: `SET key token NX PX ttl GET`, sent instead of the script to
+    /// nodes that take it (Redis 7+).
+    set_nx_get: Option<redis::Cmd>,
 }
 
 impl AcquireRequest {
@@ -568,19 +578,28 @@ impl AcquireRequest {
         if fencing {
             script_keys.extend(keys.iter().map(|k| scripts::fence_key(k)));
         }
+        let ttl_ms = ttl.as_millis().to_string();
+        let flag = if fencing { "1" } else { "0" };
+        let script = scripts::evalsha(&scripts::ACQUIRE, &script_keys, &[&token, &ttl_ms, flag]);
+        let set_nx_get = (keys.len() == 1 && !fencing).then(|| {
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(&keys[0])
+                .arg(&token)
+                .arg("NX")
+                .arg("PX")
+                .arg(&ttl_ms)
+                .arg("GET");
+            cmd
+        });
         AcquireRequest {
             keys: keys.to_vec(),
             script_keys,
             token,
             ttl,
-            ttl_ms: ttl.as_millis().to_string(),
             fencing,
-            simple: keys.len() == 1 && !fencing,
+            script,
+            set_nx_get,
         }
-    }
-
-    fn fencing_flag(&self) -> &'static str {
-        if self.fencing { "1" } else { "0" }
     }
 }
 
@@ -625,19 +644,25 @@ fn unix_micros() -> u64 {
         .unwrap_or(0)
 }
 
-/// Compare-and-delete on `nodes`, waiting for every reply (bounded by `node_timeout`).
+/// Compare-and-delete on `nodes`: returns once a quorum of them deleted the keys (or every
+/// node answered, or `node_timeout` passed); the other deletes finish in the background.
 async fn release_on(nodes: &[Arc<Node>], keys: &[String], token: &str, announce: bool) -> Round {
-    let keys: Arc<Vec<String>> = Arc::new(keys.to_vec());
-    let token: Arc<str> = Arc::from(token);
-    quorum::run(nodes, Tally::Release, Instant::now(), |node| {
-        let (keys, token) = (keys.clone(), token.clone());
+    release_round(nodes, keys, token, announce, Tally::Release).await
+}
+
+async fn release_round(
+    nodes: &[Arc<Node>],
+    keys: &[String],
+    token: &str,
+    announce: bool,
+    tally: Tally,
+) -> Round {
+    let flag = if announce { "1" } else { "0" };
+    let cmd = Arc::new(scripts::evalsha(&scripts::RELEASE, keys, &[token, flag]));
+    quorum::run(nodes, tally, Instant::now(), |node| {
+        let cmd = cmd.clone();
         async move {
-            let k: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let flag = if announce { "1" } else { "0" };
-            match node
-                .eval::<i64>(&scripts::RELEASE, &k, &[&token, flag])
-                .await
-            {
+            match node.query::<i64>(&cmd).await {
                 Ok(n) if n > 0 => Reply::Yes(n as u64),
                 Ok(_) => Reply::No,
                 Err(f) => Reply::Failed(f),
@@ -694,18 +719,17 @@ pub(crate) async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
         lock.mark_lost();
         return Err(lock.lost_error("its validity ran out before the extension"));
     }
+    let ttl_ms = ttl.as_millis().to_string();
+    let cmd = Arc::new(scripts::evalsha(
+        &scripts::EXTEND,
+        &inner.keys,
+        &[&inner.token, &ttl_ms],
+    ));
     let t1 = Instant::now();
-    let keys: Arc<Vec<String>> = Arc::new(inner.keys.clone());
-    let token: Arc<str> = Arc::from(inner.token.as_str());
-    let ttl_ms: Arc<str> = Arc::from(ttl.as_millis().to_string());
     let round = quorum::run(&shared.nodes, Tally::Eligible, t1, |node| {
-        let (keys, token, ttl_ms) = (keys.clone(), token.clone(), ttl_ms.clone());
+        let cmd = cmd.clone();
         async move {
-            let k: Vec<&str> = keys.iter().map(String::as_str).collect();
-            match node
-                .eval::<i64>(&scripts::EXTEND, &k, &[&token, &ttl_ms])
-                .await
-            {
+            match node.query::<i64>(&cmd).await {
                 Ok(1) => Reply::Yes(0),
                 Ok(_) => Reply::No,
                 Err(f) => Reply::Failed(f),
@@ -716,8 +740,8 @@ pub(crate) async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     let drift = config.drift(ttl);
     let validity = quorum::validity(ttl, round.decided_at - t1, drift);
     let mut st = lock.state();
-    st.report = round.report.clone();
     if round.granted >= shared.quorum && validity.is_some() {
+        st.report = round.report;
         st.deadline = t1 + ttl - drift;
         st.ttl = ttl;
         st.extensions += 1;
@@ -725,6 +749,7 @@ pub(crate) async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
         inner.lost_tx.send_replace(false);
         return Ok(());
     }
+    st.report = round.report.clone();
     drop(st);
     if shared.nodes.len() - round.refused < shared.quorum {
         lock.mark_lost();

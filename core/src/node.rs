@@ -1,12 +1,12 @@
 //! One Redis node: its multiplexed connection, per-request timeout, background reconnection and
 //! the restart quarantine read from `INFO server` on every (re)connection.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, FromRedisValue, Script};
+use redis::{AsyncConnectionConfig, FromRedisValue};
 
 use crate::config::{NodeSpec, scrub};
 
@@ -66,6 +66,10 @@ pub(crate) struct Node {
     quarantine: Option<Duration>,
     state: Mutex<State>,
     reconnecting: AtomicBool,
+    /// The server takes `SET … NX … GET` (read at connection; a lock-free read per request).
+    set_nx_get: AtomicBool,
+    /// Requests whose round was decided before they were answered, still being drained.
+    draining: AtomicUsize,
     pub(crate) counters: VoteCounters,
 }
 
@@ -105,6 +109,8 @@ impl Node {
                 last_error: Some("not connected yet".to_owned()),
             }),
             reconnecting: AtomicBool::new(false),
+            set_nx_get: AtomicBool::new(false),
+            draining: AtomicUsize::new(0),
             counters: VoteCounters::default(),
         }))
     }
@@ -163,6 +169,9 @@ impl Node {
             Some(q) => received + q.saturating_sub(info.uptime),
             None => received,
         };
+        let major: Option<u32> = info.version.split('.').next().and_then(|m| m.parse().ok());
+        self.set_nx_get
+            .store(major.is_some_and(|m| m >= 7), Ordering::Relaxed);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.conn = Some(conn);
         st.generation += 1;
@@ -226,62 +235,39 @@ impl Node {
                 .eligible_at
     }
 
-    /// Runs one script with a per-request timeout. A timeout keeps the connection (later requests
-    /// on it stay ordered after the one that timed out); a broken connection is replaced in the
-    /// background.
-    pub(crate) async fn eval<T: FromRedisValue>(
-        self: &Arc<Self>,
-        script: &Script,
-        keys: &[&str],
-        args: &[&str],
-    ) -> Result<T, Failure> {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.get_hash())
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args);
-        self.query_cmd(&cmd).await
+    /// The bound on one request: enforced by the round that sends it (`quorum::run`).
+    pub(crate) fn node_timeout(&self) -> Duration {
+        self.node_timeout
     }
 
-    /// `SET key token NX PX ttl GET` (Redis 7+): the fast path of a single-key acquire without
-    /// fencing. `None`: set; `Some(value)`: the key already held `value`, nothing was set.
-    pub(crate) async fn set_nx_get(
-        self: &Arc<Self>,
-        key: &str,
-        token: &str,
-        ttl_ms: &str,
-    ) -> Result<Option<String>, Failure> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_ms)
-            .arg("GET");
-        self.query_cmd(&cmd).await
-    }
-
-    /// Whether the server takes `SET … NX … GET` (Redis and Valkey 7 and later).
-    pub(crate) fn has_set_nx_get(&self) -> bool {
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.info.as_ref().is_some_and(|i| {
-            i.version
-                .split('.')
-                .next()
-                .and_then(|m| m.parse::<u32>().ok())
-                .is_some_and(|m| m >= 7)
-        })
-    }
-
-    /// Runs one command with the per-request timeout; one command per request keeps requests on
-    /// a connection strictly ordered.
-    async fn query_cmd<T: FromRedisValue>(
+    /// Sends one command (built once per round and shared by every node) and reads its reply.
+    /// No timer here: the round bounds all of its requests with one `node_timeout` deadline, and
+    /// a request it stops waiting for keeps its place on the connection (later requests on it
+    /// stay ordered after it). A broken connection is replaced in the background.
+    pub(crate) async fn query<T: FromRedisValue>(
         self: &Arc<Self>,
         cmd: &redis::Cmd,
     ) -> Result<T, Failure> {
         let (mut conn, generation) = self.connection()?;
-        let reply = tokio::time::timeout(self.node_timeout, cmd.query_async(&mut conn)).await;
-        self.settle(reply, generation)
+        let reply = cmd.query_async(&mut conn).await;
+        self.settle(Ok(reply), generation)
+    }
+
+    /// Counts one request drained in the background until the guard drops.
+    pub(crate) fn draining(self: &Arc<Self>) -> Draining {
+        self.draining.fetch_add(1, Ordering::AcqRel);
+        Draining(self.clone())
+    }
+
+    /// Requests to this node still drained in the background.
+    pub(crate) fn draining_now(&self) -> usize {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// Whether the server takes `SET … NX … GET` (Redis and Valkey 7 and later), as read from
+    /// `INFO server` at the last connection.
+    pub(crate) fn has_set_nx_get(&self) -> bool {
+        self.set_nx_get.load(Ordering::Relaxed)
     }
 
     /// Runs one pipeline with the per-request timeout (inspection, not locking).
@@ -367,6 +353,15 @@ impl Node {
             not_eligible: self.counters.not_eligible.load(Ordering::Relaxed),
             reconnects: self.counters.reconnects.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// One request of a decided round that is still in flight (see [`Node::draining`]).
+pub(crate) struct Draining(Arc<Node>);
+
+impl Drop for Draining {
+    fn drop(&mut self) {
+        self.0.draining.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -75,17 +75,22 @@ pub(crate) enum Tally {
     /// Acquire and extend: stop as soon as the outcome is decided (quorum reached, or out of
     /// reach with a refusal seen); a "yes" from a node in restart quarantine does not count.
     Eligible,
-    /// Release: wait for every node (so that the keys are gone everywhere that answers when it
-    /// returns) and count every "yes" (quarantine is irrelevant to deleting our own keys).
+    /// Release: stop once a quorum has deleted the keys (the lock is then gone: no quorum can
+    /// see it any more), else wait for every node; every "yes" counts (quarantine is irrelevant
+    /// to deleting our own keys). The deletes still outstanding finish in the background.
     Release,
+    /// Release that waits for every node (administrative release: a complete report).
+    ReleaseAll,
 }
 
 /// Sends `request(node)` to all nodes at once and counts the replies as they arrive.
 ///
 /// Every request is polled (so written to its connection's pipeline) before the outcome can be
 /// decided: a rollback issued after this returns is therefore queued behind the request it
-/// undoes on every connection. Replies still outstanding when the outcome is decided are
-/// drained by a background task.
+/// undoes on every connection. One timer bounds the round: a node that has not answered
+/// `node_timeout` after the requests went out votes `Timeout` (all requests leave together, so
+/// this is each node's own timeout). Replies still outstanding when the outcome is decided are
+/// drained by a background task until that same deadline.
 pub(crate) async fn run<F, Fut>(
     nodes: &[Arc<Node>],
     tally: Tally,
@@ -111,6 +116,12 @@ where
         .map(|node| Some(Box::pin(request(node.clone()))))
         .collect();
     let (mut granted, mut refused, mut failed, mut max_payload) = (0usize, 0usize, 0usize, 0u64);
+    let node_timeout = nodes
+        .first()
+        .map_or(Duration::ZERO, |node| node.node_timeout());
+    let deadline = tokio::time::Instant::now() + node_timeout;
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(deadline));
+    let mut timed_out = false;
     std::future::poll_fn(|cx| {
         for (i, slot) in pending.iter_mut().enumerate() {
             let Some(fut) = slot else { continue };
@@ -123,7 +134,7 @@ where
             let r = &mut reports[i];
             match reply {
                 Reply::Yes(payload) => {
-                    if tally == Tally::Release || node.eligible() {
+                    if tally != Tally::Eligible || node.eligible() {
                         granted += 1;
                         max_payload = max_payload.max(payload);
                         r.vote = Vote::For;
@@ -161,21 +172,48 @@ where
         // A failed round waits for a refusal (or for every node) so that the error kind does
         // not depend on reply order: Contended needs one "held elsewhere" answer.
         let failed_for_sure = n - refused - failed < q;
-        let decided =
-            tally == Tally::Eligible && (granted >= q || (failed_for_sure && refused > 0));
+        let decided = match tally {
+            Tally::Eligible => granted >= q || (failed_for_sure && refused > 0),
+            Tally::Release => granted >= q,
+            Tally::ReleaseAll => false,
+        };
         if decided || answered == n {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
+            return Poll::Ready(());
         }
+        if timer.as_mut().poll(cx).is_ready() {
+            timed_out = true;
+            return Poll::Ready(());
+        }
+        Poll::Pending
     })
     .await;
     let decided_at = Instant::now();
-    let rest: Vec<Pin<Box<Fut>>> = pending.into_iter().flatten().collect();
-    if !rest.is_empty() {
+    if timed_out {
+        for (i, slot) in pending.iter_mut().enumerate() {
+            if slot.take().is_some() {
+                nodes[i].counters.timeouts.fetch_add(1, Ordering::Relaxed);
+                reports[i].vote = Vote::Timeout;
+                reports[i].error = Some(Failure::Timeout.text());
+            }
+        }
+    }
+    if pending.iter().any(Option::is_some) {
         // Late replies still matter to Redis (they set or delete keys), not to the outcome.
+        // Each is counted on its node until it is answered or times out, so that a process
+        // about to exit can wait for them (`LockManager::flush`).
+        let rest: Vec<_> = pending
+            .into_iter()
+            .zip(nodes)
+            .filter_map(|(slot, node)| slot.map(|fut| (node.draining(), fut)))
+            .collect();
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(futures_util::future::join_all(rest));
+            handle.spawn(tokio::time::timeout_at(
+                deadline,
+                futures_util::future::join_all(rest.into_iter().map(|(guard, fut)| async move {
+                    fut.await;
+                    drop(guard);
+                })),
+            ));
         }
     }
     Round {

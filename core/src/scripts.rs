@@ -14,6 +14,19 @@ use redis::Script;
 pub(crate) const ALL_SOURCES: [&str; 4] =
     [ACQUIRE_SOURCE, RELEASE_SOURCE, EXTEND_SOURCE, FENCE_SOURCE];
 
+/// One `EVALSHA` of `script`, built once and sent to every node of a round.
+pub(crate) fn evalsha<K: AsRef<str>>(script: &Script, keys: &[K], args: &[&str]) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len());
+    for k in keys {
+        cmd.arg(k.as_ref());
+    }
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
 /// The channel a release announces itself on, for one lock key.
 pub fn release_channel(key: &str) -> String {
     format!("ironlock:release:{key}")
