@@ -25,7 +25,7 @@ PEERS = os.path.join(BENCH, ".peers")
 PY = os.path.join(PEERS, "venv", "bin", "python")
 HARNESS = os.environ.get("IRONLOCK_HARNESS", os.path.join(ROOT, "target", "debug", "ironlock-harness"))
 
-RUST = [os.path.join(BENCH, "rust", "target", "release", "ironlock-bench")]
+RUST = [os.environ.get("IRONLOCK_BENCH_RUST", os.path.join(BENCH, "rust", "target", "release", "ironlock-bench"))]
 PYDRV = [PY, os.path.join(BENCH, "py", "driver.py")]
 NODEDRV = ["node", os.path.join(BENCH, "node", "driver.mjs")]
 CDRV = [os.path.join(BENCH, "c", "build", "driver")]

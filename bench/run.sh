@@ -5,7 +5,8 @@
 #
 #   bench/run.sh            full run (about 20-25 minutes); writes bench/results/<stamp>.{md,jsonl}
 #                           and copies the markdown to bench/RESULTS.md
-#   bench/run.sh --smoke    one tiny run of each client and workload (exit non-zero on any failure)
+#   bench/run.sh --smoke    one tiny run of each client and workload (exit non-zero on any failure);
+#                           part of scripts/test, built in the dev profile to reuse the test builds
 #   extra arguments go to bench/bench.py (--only CLIENTS, --workloads IDS, --reps N)
 #
 # Sets up everything it needs, idempotently: peers into bench/.peers/ (ignored), ironlock's
@@ -21,6 +22,19 @@ unset CARGO_TARGET_DIR
 mkdir -p "$PEERS"
 log() { printf 'bench: %s\n' "$*" >&2; }
 
+# A smoke run (CI) builds ironlock's artifacts in the dev profile, into the workspace's own
+# target dir, so that it reuses what the test suites compiled; a full run builds release.
+SMOKE=0
+for a in "$@"; do [ "$a" = "--smoke" ] && SMOKE=1; done
+if [ "$SMOKE" = 1 ]; then
+    PROFILE=debug; CARGO_PROFILE=(); MATURIN_PROFILE=(); NAPI_PROFILE=()
+    RUST_TARGET="$ROOT/target"
+else
+    PROFILE=release; CARGO_PROFILE=(--release); MATURIN_PROFILE=(--release); NAPI_PROFILE=(--release)
+    RUST_TARGET="$BENCH/rust/target"
+fi
+export IRONLOCK_BENCH_RUST="$RUST_TARGET/$PROFILE/ironlock-bench"
+
 # --- redis nodes: the test harness, redis-server itself ---------------------------------------
 command -v redis-server >/dev/null || { log "redis-server missing: run scripts/setup"; exit 1; }
 if [ -z "${IRONLOCK_HARNESS:-}" ]; then
@@ -29,15 +43,15 @@ if [ -z "${IRONLOCK_HARNESS:-}" ]; then
 fi
 
 # --- ironlock C: release libironlock.so and the C driver --------------------------------------
-log "building release libironlock.so and the C driver"
-cargo build --quiet --release -p ironlock-ffi
+log "building libironlock.so ($PROFILE) and the C driver"
+cargo build --quiet "${CARGO_PROFILE[@]}" -p ironlock-ffi
 mkdir -p "$BENCH/c/build"
 cc -O2 -std=c11 -Wall -Wextra -Werror -I include "$BENCH/c/driver.c" -o "$BENCH/c/build/driver" \
-    -L target/release -lironlock -Wl,-rpath,"$ROOT/target/release" -lpthread
+    -L "target/$PROFILE" -lironlock -Wl,-rpath,"$ROOT/target/$PROFILE" -lpthread
 
 # --- Rust: lower bound, ironlock, rslock (bench/rust is its own workspace) --------------------
-log "building the Rust drivers (bench/rust, release)"
-cargo build --quiet --release --manifest-path "$BENCH/rust/Cargo.toml"
+log "building the Rust drivers (bench/rust, $PROFILE)"
+CARGO_TARGET_DIR="$RUST_TARGET" cargo build --quiet "${CARGO_PROFILE[@]}" --manifest-path "$BENCH/rust/Cargo.toml"
 
 # --- Python: a separate venv with the peers and a release wheel of ironlock -------------------
 VENV="$PEERS/venv"
@@ -46,9 +60,9 @@ if ! "$VENV/bin/python" -c "import importlib.metadata as m; assert m.version('po
     log "installing pottery, aioredlock and maturin into bench/.peers/venv"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "pottery==3.0.1" "aioredlock==0.7.3" "maturin==1.16.*"
 fi
-log "building the ironlock wheel (release)"
+log "building the ironlock wheel ($PROFILE)"
 rm -rf "$PEERS/wheels"
-(cd python && "$VENV/bin/maturin" build --quiet --release -i "$VENV/bin/python" -o "$PEERS/wheels" >/dev/null)
+(cd python && "$VENV/bin/maturin" build --quiet "${MATURIN_PROFILE[@]}" -i "$VENV/bin/python" -o "$PEERS/wheels" >/dev/null)
 "$VENV/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$PEERS"/wheels/ironlock-*.whl
 
 # --- Node: peers and a release build of the ironlock addon ------------------------------------
@@ -60,10 +74,11 @@ if ! [ -f "$NODEPEERS/node_modules/redlock/package.json" ] || ! [ -f "$NODEPEERS
     (cd "$NODEPEERS" && npm install --silent --no-audit --no-fund "redlock@5.0.0-beta.2" "@sesamecare-oss/redlock@1.4.0" "ioredis@6.0.0")
 fi
 [ -x node/node_modules/.bin/napi ] || (cd node && npm install --silent --no-audit --no-fund)
-log "building the ironlock Node addon (release)"
+log "building the ironlock Node addon ($PROFILE)"
 IRONNODE="$PEERS/ironlock-node"
+rm -rf "$IRONNODE/build"
 mkdir -p "$IRONNODE/build"
-(cd node && node_modules/.bin/napi build --platform --release --no-js --output-dir "$IRONNODE/build" >/dev/null)
+(cd node && node_modules/.bin/napi build --platform "${NAPI_PROFILE[@]}" --no-js --output-dir "$IRONNODE/build" >/dev/null)
 rm -rf "$IRONNODE/lib"
 cp -r node/lib node/index.js node/package.json "$IRONNODE/"
 cp "$IRONNODE"/build/ironlock.*.node "$IRONNODE/"

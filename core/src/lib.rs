@@ -43,6 +43,7 @@ pub use config::{
 pub use error::{Error, ErrorKind, NodeReport, Report, Result, Vote};
 pub use lock::{KeepAlive, Lock, Released};
 pub use manager::{AcquireOptions, Holder, LockManager, NodeStatus, Stats};
+pub use node::drain_blocking;
 pub use quorum::{classify, quorum, validity};
 pub use token::new_token;
 

@@ -256,6 +256,7 @@ impl Node {
     /// Counts one request drained in the background until the guard drops.
     pub(crate) fn draining(self: &Arc<Self>) -> Draining {
         self.draining.fetch_add(1, Ordering::AcqRel);
+        DRAINING.fetch_add(1, Ordering::AcqRel);
         Draining(self.clone())
     }
 
@@ -362,6 +363,31 @@ pub(crate) struct Draining(Arc<Node>);
 impl Drop for Draining {
     fn drop(&mut self) {
         self.0.draining.fetch_sub(1, Ordering::AcqRel);
+        DRAINING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Requests of every manager in this process that are drained in the background.
+static DRAINING: AtomicUsize = AtomicUsize::new(0);
+
+/// Blocks the calling thread until every request that a round of any manager in this process
+/// stopped waiting for has been answered or has timed out, or until `limit` passes; true when
+/// none is left. Acquire and release return as soon as their outcome is decided (a release once
+/// a quorum deleted the keys), and the other requests finish on the runtime in the background:
+/// a binding calls this before its runtime stops or its process exits, so that the last
+/// deletes reach every node. Call it from a thread that is not a runtime worker (it sleeps in
+/// 1 ms steps; the runtime's threads do the work). In async Rust use
+/// [`LockManager::flush`](crate::LockManager::flush).
+pub fn drain_blocking(limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    loop {
+        if DRAINING.load(Ordering::Acquire) == 0 {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

@@ -88,8 +88,8 @@ pub(crate) enum Tally {
 /// Every request is polled (so written to its connection's pipeline) before the outcome can be
 /// decided: a rollback issued after this returns is therefore queued behind the request it
 /// undoes on every connection. One timer bounds the round: a node that has not answered
-/// `node_timeout` after the requests went out votes `Timeout` (all requests leave together, so
-/// this is each node's own timeout). Replies still outstanding when the outcome is decided are
+/// `node_timeout` after the requests were handed to their connections votes `Timeout` (all
+/// requests leave together, so this is each node's own timeout). Replies still outstanding when the outcome is decided are
 /// drained by a background task until that same deadline.
 pub(crate) async fn run<F, Fut>(
     nodes: &[Arc<Node>],
@@ -119,8 +119,9 @@ where
     let node_timeout = nodes
         .first()
         .map_or(Duration::ZERO, |node| node.node_timeout());
-    let deadline = tokio::time::Instant::now() + node_timeout;
-    let mut timer = std::pin::pin!(tokio::time::sleep_until(deadline));
+    // Armed once every request has been polled (handed to its connection) for the first time.
+    let mut deadline: Option<tokio::time::Instant> = None;
+    let mut timer = std::pin::pin!(tokio::time::sleep(node_timeout));
     let mut timed_out = false;
     std::future::poll_fn(|cx| {
         for (i, slot) in pending.iter_mut().enumerate() {
@@ -180,6 +181,11 @@ where
         if decided || answered == n {
             return Poll::Ready(());
         }
+        if deadline.is_none() {
+            let at = tokio::time::Instant::now() + node_timeout;
+            timer.as_mut().reset(at);
+            deadline = Some(at);
+        }
         if timer.as_mut().poll(cx).is_ready() {
             timed_out = true;
             return Poll::Ready(());
@@ -207,8 +213,9 @@ where
             .filter_map(|(slot, node)| slot.map(|fut| (node.draining(), fut)))
             .collect();
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let until = deadline.unwrap_or_else(|| tokio::time::Instant::now() + node_timeout);
             handle.spawn(tokio::time::timeout_at(
-                deadline,
+                until,
                 futures_util::future::join_all(rest.into_iter().map(|(guard, fut)| async move {
                     fut.await;
                     drop(guard);

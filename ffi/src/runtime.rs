@@ -12,8 +12,24 @@ use tokio::task::JoinHandle;
 /// A runtime that shuts down without blocking a runtime thread when the last handle goes.
 pub(crate) struct Runtime(Option<tokio::runtime::Runtime>);
 
+unsafe extern "C" {
+    fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+}
+
+/// At process exit: requests that returned calls stopped waiting for (a release returns once a
+/// quorum deleted the keys) get up to a second to reach their nodes, for programs that exit
+/// without freeing their handles.
+extern "C" fn drain_at_exit() {
+    let _ = std::panic::catch_unwind(|| ironlock::drain_blocking(Duration::from_secs(1)));
+}
+
 impl Runtime {
     pub(crate) fn new() -> Result<Arc<Runtime>> {
+        static AT_EXIT: std::sync::Once = std::sync::Once::new();
+        // SAFETY: `drain_at_exit` is a plain function of this library that never unwinds.
+        AT_EXIT.call_once(|| unsafe {
+            atexit(drain_at_exit);
+        });
         let rt = Builder::new_multi_thread()
             .worker_threads(2)
             .max_blocking_threads(2)
@@ -72,7 +88,10 @@ impl Drop for Runtime {
                 // Last handle dropped on a runtime thread (a callback freed it): cannot join.
                 rt.shutdown_background();
             } else {
-                // Join the worker threads so nothing of ours outlives the free call.
+                // Requests that returned calls stopped waiting for (a release returns once a
+                // quorum deleted the keys) are already sent; let them finish, then join the
+                // worker threads so nothing of ours outlives the free call.
+                ironlock::drain_blocking(Duration::from_secs(1));
                 rt.shutdown_timeout(Duration::from_secs(2));
             }
         }
