@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    runtime::watch_forks();
     m.add("__version__", ironlock::VERSION)?;
     m.add("SETTINGS", convert::SETTINGS.to_vec())?;
     m.add_class::<manager::ManagerBase>()?;

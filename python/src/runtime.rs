@@ -6,8 +6,7 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -15,8 +14,6 @@ use futures_util::FutureExt;
 use ironlock::{Error, ErrorKind};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
-use pyo3_async_runtimes::TaskLocals;
-use pyo3_async_runtimes::generic::{ContextExt, Runtime as GenericRuntime};
 use tokio::runtime::{Handle, Runtime};
 
 use crate::error;
@@ -37,9 +34,53 @@ static CURRENT: AtomicPtr<Owned> = AtomicPtr::new(std::ptr::null_mut());
 /// Serialises building; held only while a runtime is built.
 static BUILDING: Mutex<()> = Mutex::new(());
 
-/// This process's id (`getpid`, not cached: it changes in a forked child).
+/// This process's id, cached (0 = not read yet). A forked child forgets the cached value in a
+/// `pthread_atfork` child handler (see [`watch_forks`]), so it reads its own id on next use.
+static PID: AtomicU32 = AtomicU32::new(0);
+
+/// This process's id, without a system call after the first read in each process.
 pub(crate) fn pid() -> u32 {
-    std::process::id()
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            let me = std::process::id();
+            PID.store(me, Ordering::Relaxed);
+            me
+        }
+        me => me,
+    }
+}
+
+#[cfg(unix)]
+unsafe extern "C" {
+    fn pthread_atfork(
+        prepare: Option<unsafe extern "C" fn()>,
+        parent: Option<unsafe extern "C" fn()>,
+        child: Option<unsafe extern "C" fn()>,
+    ) -> std::ffi::c_int;
+}
+
+/// Runs in a forked child before `fork()` returns there (async-signal-safe: one atomic store).
+#[cfg(unix)]
+unsafe extern "C" fn forget_pid() {
+    PID.store(0, Ordering::Relaxed);
+}
+
+/// Makes every forked child forget the cached pid. A `pthread_atfork` handler rather than
+/// `os.register_at_fork`: it also runs for forks that do not go through `os.fork`.
+/// Called once, when the module is imported.
+pub(crate) fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        #[cfg(unix)]
+        {
+            // SAFETY: `forget_pid` is a valid handler for the life of the process (the module's
+            // library is never unloaded by CPython) and only stores to an atomic.
+            let rc = unsafe { pthread_atfork(None, None, Some(forget_pid)) };
+            if rc != 0 {
+                panic!("ironlock: pthread_atfork failed ({rc})");
+            }
+        }
+    });
 }
 
 pub(crate) fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -151,11 +192,68 @@ struct Slot<T> {
     abandoned: bool,
 }
 
-/// Runs `fut` on the runtime and waits for it with the GIL released, looking for signals every
-/// [`SLICE`]. On `KeyboardInterrupt` (or any exception a signal handler raises) the task is
-/// aborted and the exception returned; a result that arrives anyway is dropped, and the types
-/// this crate returns release what they hold when dropped undelivered (see `lock::Grant`).
+/// Runs `fut` and waits for it with the GIL released, looking for signals every [`SLICE`]. On
+/// `KeyboardInterrupt` (or any exception a signal handler raises) `fut` is dropped and the
+/// exception returned; the core's futures are cancel-safe, and the types this crate returns
+/// release what they hold when dropped undelivered (see `lock::Grant`).
+///
+/// The future is polled on the calling thread (the runtime's workers only drive the sockets and
+/// timers), which saves the hand-offs to and from a worker that a spawned task costs.
 pub(crate) fn block_on<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
+where
+    F: Future<Output = ironlock::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    if Handle::try_current().is_ok() {
+        // Python code running on a runtime thread (a finalizer run by a collection there):
+        // `Handle::block_on` would panic, so hand the future to a worker instead.
+        return block_on_spawned(py, fut);
+    }
+    let rt = handle();
+    let waited = py.detach(move || {
+        let _entered = rt.enter();
+        let mut fut = std::pin::pin!(guarded(fut));
+        let waker = std::task::Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut slice_end = std::time::Instant::now() + SLICE;
+        loop {
+            if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+                return Ok(out);
+            }
+            let now = std::time::Instant::now();
+            if now >= slice_end {
+                // On error `fut` is dropped inside the runtime (still entered): a cancelled
+                // acquire releases in a runtime task.
+                Python::attach(|py| py.check_signals())?;
+                slice_end = now + SLICE;
+            }
+            // Woken by the future's waker (or spuriously: polling again is harmless).
+            std::thread::park_timeout(slice_end.saturating_duration_since(now));
+        }
+    });
+    match waited {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(error::to_pyerr(py, e)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Wakes the thread blocked in [`block_on`].
+struct ThreadWaker(std::thread::Thread);
+
+impl std::task::Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// [`block_on`] for a thread inside the runtime: runs `fut` as a task and waits on a condition
+/// variable. A result that arrives after an interrupt is dropped (released, see `lock::Grant`).
+fn block_on_spawned<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
     F: Future<Output = ironlock::Result<T>> + Send + 'static,
     T: Send + 'static,
@@ -240,92 +338,45 @@ pub(crate) fn wait_interruptible(
     })
 }
 
-/// The process's runtime as seen by pyo3-async-runtimes (which would otherwise keep its own,
-/// fork-unaware runtime).
-pub(crate) struct ForkSafe;
-
-tokio::task_local! {
-    static TASK_LOCALS: std::cell::OnceCell<TaskLocals>;
-}
-
-impl GenericRuntime for ForkSafe {
-    type JoinError = tokio::task::JoinError;
-    type JoinHandle = tokio::task::JoinHandle<()>;
-
-    fn spawn<F>(fut: F) -> Self::JoinHandle
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        let busy = InFlight::enter();
-        handle().spawn(async move {
-            let _busy = busy;
-            fut.await
-        })
-    }
-
-    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        let busy = InFlight::enter();
-        handle().spawn_blocking(move || {
-            let _busy = busy;
-            f()
-        })
-    }
-}
-
-impl ContextExt for ForkSafe {
-    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
-    where
-        F: Future<Output = R> + Send + 'static,
-    {
-        let cell = std::cell::OnceCell::new();
-        let _ = cell.set(locals);
-        Box::pin(TASK_LOCALS.scope(cell, fut))
-    }
-
-    fn get_task_locals() -> Option<TaskLocals> {
-        TASK_LOCALS
-            .try_with(|c| c.get().cloned())
-            .unwrap_or_default()
-    }
-}
-
-/// Counts the asyncio bridge tasks (pyo3-async-runtimes' result delivery) that may still touch
-/// Python. A runtime thread that takes the GIL while the interpreter finalizes crashes the
-/// process, so an `atexit` hook waits (GIL released, at most a second) for them to finish.
+/// Set by the `atexit` hook: from then on no runtime thread takes the GIL (a thread that does so
+/// while the interpreter finalizes crashes the process); results still undelivered are dropped.
+static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Runtime-side calls into Python in progress (the only ones: scheduling a [`Delivery`] drain).
 static IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 struct InFlight;
 
 impl InFlight {
-    fn enter() -> InFlight {
-        IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
-        InFlight
+    /// Counts the caller in, unless the interpreter is exiting.
+    fn enter() -> Option<InFlight> {
+        IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        let guard = InFlight;
+        (!EXITING.load(Ordering::SeqCst)).then_some(guard)
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-/// Registered with `atexit`: lets the bridge tasks finish before the interpreter finalizes.
+/// Registered with `atexit`: stops runtime threads from taking the GIL, and waits (GIL released,
+/// at most a second) for those that already do, before the interpreter finalizes.
 #[pyfunction]
 pub(crate) fn drain_at_exit(py: Python<'_>) {
+    EXITING.store(true, Ordering::SeqCst);
     py.detach(|| {
         let deadline = std::time::Instant::now() + Duration::from_secs(1);
-        while IN_FLIGHT.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
+        while IN_FLIGHT.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
     });
 }
 
-/// A result converted to Python only when pyo3-async-runtimes hands it over with the GIL held;
-/// an error becomes the mapped exception then. Dropped undelivered (the awaiting task was
-/// cancelled), its value is dropped too — see `lock::Grant` for what that releases.
+/// A result converted to Python only on the event loop's thread, with the GIL held; an error
+/// becomes the mapped exception then. Dropped undelivered (the awaiting task was cancelled), its
+/// value is dropped too — see `lock::Grant` for what that releases.
 struct Deferred<T>(ironlock::Result<T>);
 
 impl<'py, T: IntoPyObject<'py>> IntoPyObject<'py> for Deferred<T> {
@@ -341,14 +392,193 @@ impl<'py, T: IntoPyObject<'py>> IntoPyObject<'py> for Deferred<T> {
     }
 }
 
-/// Turns `fut` into an asyncio awaitable. Cancelling the awaitable drops `fut` on the runtime
-/// (the core's futures are cancel-safe).
+/// A finished call: the asyncio future to complete and the result to convert.
+type Finished = (
+    Py<PyAny>,
+    Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>,
+);
+
+struct Queue {
+    finished: Vec<Finished>,
+    /// A drain is scheduled on the loop and has not started yet.
+    scheduled: bool,
+}
+
+/// Hands finished calls to one event loop in batches: the first call that finishes after a
+/// drain schedules the next one (`call_soon_threadsafe`, one self-pipe write); calls that finish
+/// before it runs are delivered by the same drain. Called by the loop, it is the drain.
+#[pyclass(frozen, module = "ironlock._native")]
+pub(crate) struct Delivery {
+    queue: Mutex<Queue>,
+    /// A weak reference to the loop (the per-thread cache must not keep a loop alive).
+    event_loop: Py<PyAny>,
+    pid: u32,
+}
+
+thread_local! {
+    /// The delivery of the loop this thread ran last.
+    static DELIVERY: std::cell::RefCell<Option<Py<Delivery>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+static GET_RUNNING_LOOP: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+static WEAKREF: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+fn cached_attr<'py>(
+    py: Python<'py>,
+    cell: &'static pyo3::sync::PyOnceLock<Py<PyAny>>,
+    module: &str,
+    name: &str,
+) -> PyResult<&'py Bound<'py, PyAny>> {
+    cell.get_or_try_init(py, || Ok(py.import(module)?.getattr(name)?.unbind()))
+        .map(|f| f.bind(py))
+}
+
+impl Delivery {
+    /// The running loop (RuntimeError without one) and its delivery.
+    fn current<'py>(py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Py<Delivery>)> {
+        let event_loop =
+            cached_attr(py, &GET_RUNNING_LOOP, "asyncio", "get_running_loop")?.call0()?;
+        let me = pid();
+        let cached = DELIVERY.with_borrow(|d| {
+            d.as_ref()
+                .filter(|d| {
+                    let d = d.get();
+                    d.pid == me
+                        && d.event_loop
+                            .bind(py)
+                            .call0()
+                            .is_ok_and(|l| l.is(&event_loop))
+                })
+                .map(|d| d.clone_ref(py))
+        });
+        if let Some(d) = cached {
+            return Ok((event_loop, d));
+        }
+        let weak = cached_attr(py, &WEAKREF, "weakref", "ref")?.call1((&event_loop,))?;
+        let d = Py::new(
+            py,
+            Delivery {
+                queue: Mutex::new(Queue {
+                    finished: Vec::new(),
+                    scheduled: false,
+                }),
+                event_loop: weak.unbind(),
+                pid: me,
+            },
+        )?;
+        let old = DELIVERY.with_borrow_mut(|slot| slot.replace(d.clone_ref(py)));
+        if let Some(old) = old
+            && old.get().pid != me
+        {
+            // Inherited through fork: its queue may hold the parent's locks; never touch it.
+            std::mem::forget(old);
+        }
+        Ok((event_loop, d))
+    }
+
+    /// Queues a finished call (on a runtime thread); schedules a drain if none is pending.
+    fn push(this: Py<Delivery>, done: Finished) {
+        let first = {
+            let mut q = lock_ignoring_poison(&this.get().queue);
+            q.finished.push(done);
+            !std::mem::replace(&mut q.scheduled, true)
+        };
+        if first {
+            // Taking the GIL can wait for the loop thread; not on a worker.
+            handle().spawn_blocking(move || Delivery::schedule(this));
+        }
+    }
+
+    fn take(&self) -> Vec<Finished> {
+        let mut q = lock_ignoring_poison(&self.queue);
+        q.scheduled = false;
+        std::mem::take(&mut q.finished)
+    }
+
+    fn schedule(this: Py<Delivery>) {
+        let Some(_busy) = InFlight::enter() else {
+            return;
+        };
+        Python::attach(|py| {
+            let scheduled = (|| {
+                let event_loop = this.get().event_loop.bind(py).call0()?;
+                if event_loop.is_none() {
+                    return Ok(false);
+                }
+                event_loop.call_method1(
+                    pyo3::intern!(py, "call_soon_threadsafe"),
+                    (this.clone_ref(py),),
+                )?;
+                Ok::<_, PyErr>(true)
+            })();
+            if !matches!(scheduled, Ok(true)) {
+                // The loop is gone or closed: nothing can await these any more.
+                drop(this.get().take());
+            }
+        });
+    }
+}
+
+#[pymethods]
+impl Delivery {
+    /// The drain: completes the futures of every queued call (skipping cancelled ones, whose
+    /// results are dropped).
+    fn __call__(&self, py: Python<'_>) {
+        for (fut, make) in self.take() {
+            let fut = fut.bind(py);
+            let delivered = (|| {
+                if fut.call_method0(pyo3::intern!(py, "done"))?.is_truthy()? {
+                    return Ok(());
+                }
+                match make(py) {
+                    Ok(v) => fut.call_method1(pyo3::intern!(py, "set_result"), (v,))?,
+                    Err(e) => fut.call_method1(pyo3::intern!(py, "set_exception"), (e,))?,
+                };
+                Ok::<_, PyErr>(())
+            })();
+            if let Err(e) = delivered {
+                e.write_unraisable(py, Some(fut));
+            }
+        }
+    }
+}
+
+/// The done callback of a call's future: stops the call if the future was cancelled (dropping
+/// the core's future, which is cancel-safe). Called on completion too, where it does nothing.
+#[pyclass(frozen, module = "ironlock._native")]
+pub(crate) struct Canceller(tokio::task::AbortHandle);
+
+#[pymethods]
+impl Canceller {
+    fn __call__(&self, _fut: &Bound<'_, PyAny>) {
+        self.0.abort();
+    }
+}
+
+/// Turns `fut` into an asyncio future of the running loop. Cancelling it drops `fut` on the
+/// runtime (the core's futures are cancel-safe).
 pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = ironlock::Result<T>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
-    pyo3_async_runtimes::generic::future_into_py::<ForkSafe, _, _>(py, async move {
-        Ok(Deferred(guarded(fut).await))
-    })
+    let (event_loop, delivery) = Delivery::current(py)?;
+    let py_fut = event_loop.call_method0(pyo3::intern!(py, "create_future"))?;
+    let target = py_fut.clone().unbind();
+    let task = handle().spawn(async move {
+        let out = Deferred(guarded(fut).await);
+        Delivery::push(
+            delivery,
+            (
+                target,
+                Box::new(move |py| out.into_pyobject(py).map(Bound::unbind)),
+            ),
+        );
+    });
+    py_fut.call_method1(
+        pyo3::intern!(py, "add_done_callback"),
+        (Canceller(task.abort_handle()),),
+    )?;
+    Ok(py_fut)
 }

@@ -67,6 +67,33 @@ def test_64_tasks_on_distinct_resources_run_concurrently(cluster3: Cluster, name
     assert run(main()) == [True] * 64
 
 
+def test_one_manager_on_successive_and_concurrent_event_loops(cluster3: Cluster, name: str) -> None:
+    # Results are delivered per event loop: each loop gets its own, even one after another on
+    # one thread or side by side on several threads.
+    import threading
+
+    m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+
+    async def cycles(tag: str) -> list:
+        locks = await asyncio.gather(*(m.acquire(f"{name}:{tag}:{i}", 5.0) for i in range(16)))
+        return list(await asyncio.gather(*(lock.release() for lock in locks)))
+
+    assert run(cycles("a")) == [True] * 16
+    assert run(cycles("b")) == [True] * 16
+    results: dict = {}
+
+    def in_thread(tag: str) -> None:
+        results[tag] = asyncio.run(cycles(tag))
+
+    threads = [threading.Thread(target=in_thread, args=(f"t{i}",)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results == {f"t{i}": [True] * 16 for i in range(3)}
+    m.close()
+
+
 def test_cancelled_acquire_leaves_no_key(cluster3: Cluster, name: str) -> None:
     for i in (0, 1):
         assert cluster3.cmd(i, "SET", name, "foreign", "PX", "30000") == "OK"
