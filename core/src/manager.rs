@@ -283,7 +283,7 @@ impl LockManager {
         loop {
             round_no += 1;
             if let Some(w) = &watch {
-                w.waiter.reset();
+                w.waiter.consumed();
             }
             let err = match self.acquire_round(&request, &resources, round_no).await {
                 Ok(lock) => {
@@ -321,8 +321,8 @@ impl LockManager {
                 }
                 _ = w.waiter.notify.notified() => {
                     w.record_wakeup();
-                    // Every waiter hears the same release: a short random spread lets one of
-                    // them win all nodes instead of all of them splitting the votes.
+                    // Waiters in other processes hear the same release: a short random spread
+                    // lets one of them win all nodes instead of all of them splitting the votes.
                     tokio::time::sleep(WAKE_SPREAD.mul_f64(token::random_unit())).await;
                 }
             }

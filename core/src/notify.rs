@@ -3,7 +3,7 @@
 //! sleeping a full retry delay. The random delay stays as the fallback (expiry sends nothing).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
@@ -13,37 +13,76 @@ use tokio::task::AbortHandle;
 
 use crate::node::Node;
 
-/// One waiter: woken once releases were announced by a quorum of distinct nodes (a release
-/// runs on every node at once; waking at the first announcement would retry while the other
-/// nodes still hold the key).
+/// One waiter (an acquire between two rounds). A release wakes ONE waiter of this manager per
+/// resource, in turn: the others would only split the votes and pay a full round and a
+/// rollback each (a herd that costs every node CPU). Whoever does not win keeps its timed retry
+/// as the fallback, and the next release wakes the next waiter.
 pub(crate) struct Waiter {
     id: u64,
-    quorum: u32,
-    /// Bit i set: node i announced a release since the last reset.
-    seen: AtomicU64,
+    /// Woken and not yet back for another round: a waiter that goes away in that state hands the
+    /// wake-up on, so that a cancelled acquire cannot swallow it.
+    woken: AtomicBool,
     pub(crate) notify: Notify,
 }
 
 impl Waiter {
-    fn announce(&self, node: usize) {
-        let bit = 1u64 << node;
-        let before = self.seen.fetch_or(bit, Ordering::AcqRel);
-        if before & bit == 0 && (before | bit).count_ones() == self.quorum {
-            self.notify.notify_one();
-        }
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        self.notify.notify_one();
     }
 
-    /// Forgets announcements seen so far (called before each round).
-    pub(crate) fn reset(&self) {
-        self.seen.store(0, Ordering::Release);
+    /// Called when the waiter starts its next round.
+    pub(crate) fn consumed(&self) {
+        self.woken.store(false, Ordering::Release);
+    }
+}
+
+/// The waiters of one channel (one lock key) and the release being announced on it.
+#[derive(Default)]
+struct Channel {
+    waiters: Vec<Arc<Waiter>>,
+    /// The token of the release being announced and the nodes (bit i: node i) that announced it.
+    /// A release runs on every node at once; waking at the first announcement would retry while
+    /// the other nodes still hold the key, so the wake-up waits for a quorum of nodes.
+    announcing: Option<(String, u64)>,
+}
+
+impl Channel {
+    /// Wakes the waiter that waited longest and moves it to the back of the line.
+    fn wake_next(&mut self) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        let w = self.waiters.remove(0);
+        w.wake();
+        self.waiters.push(w);
     }
 }
 
 #[derive(Default)]
 struct Channels {
     /// channel -> its waiters
-    waiters: HashMap<String, Vec<Arc<Waiter>>>,
+    channels: HashMap<String, Channel>,
     next_id: u64,
+}
+
+impl Channels {
+    /// Node `node` announced the release of `token` on `name`.
+    fn announce(&mut self, name: &str, node: usize, token: String, quorum: u32) {
+        let Some(ch) = self.channels.get_mut(name) else {
+            return;
+        };
+        let bit = 1u64 << node;
+        let seen = match &mut ch.announcing {
+            Some((t, seen)) if *t == token => seen,
+            slot => &mut slot.insert((token, 0)).1,
+        };
+        let before = *seen;
+        *seen |= bit;
+        if before & bit == 0 && seen.count_ones() == quorum {
+            ch.wake_next();
+        }
+    }
 }
 
 /// One pub/sub connection per node, shared by every waiter of the manager.
@@ -86,16 +125,15 @@ impl Notifier {
             ch.next_id += 1;
             let waiter = Arc::new(Waiter {
                 id: ch.next_id,
-                quorum: crate::quorum::quorum(self.nodes.len()) as u32,
-                seen: AtomicU64::new(0),
+                woken: AtomicBool::new(false),
                 notify: Notify::new(),
             });
             for c in &channels {
-                let list = ch.waiters.entry(c.clone()).or_default();
-                if list.is_empty() {
+                let channel = ch.channels.entry(c.clone()).or_default();
+                if channel.waiters.is_empty() {
                     fresh.push(c.clone());
                 }
-                list.push(waiter.clone());
+                channel.waiters.push(waiter.clone());
             }
             waiter
         };
@@ -151,21 +189,22 @@ impl Notifier {
         let (mut sink, mut stream) = pubsub.split();
         let watched: Vec<String> = {
             let ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-            ch.waiters.keys().cloned().collect()
+            ch.channels.keys().cloned().collect()
         };
         if !watched.is_empty() {
             sink.subscribe(&watched).await.ok()?;
         }
         let channels = self.channels.clone();
+        let quorum = crate::quorum::quorum(self.nodes.len()) as u32;
         let task = tokio::spawn(async move {
             while let Some(msg) = stream.next().await {
-                let name = msg.get_channel_name();
-                let ch = channels.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(list) = ch.waiters.get(name) {
-                    for w in list {
-                        w.announce(i);
-                    }
-                }
+                let token: String = msg.get_payload().unwrap_or_default();
+                channels.lock().unwrap_or_else(|p| p.into_inner()).announce(
+                    msg.get_channel_name(),
+                    i,
+                    token,
+                    quorum,
+                );
             }
         });
         self.track(task.abort_handle());
@@ -202,12 +241,16 @@ impl Drop for Watch {
                 .channels
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
+            // Woken but gone before its next round: the next waiter gets the wake-up.
+            let hand_on = self.waiter.woken.swap(false, Ordering::AcqRel);
             for c in &self.channels {
-                if let Some(list) = ch.waiters.get_mut(c) {
-                    list.retain(|w| w.id != self.waiter.id);
-                    if list.is_empty() {
-                        ch.waiters.remove(c);
+                if let Some(channel) = ch.channels.get_mut(c) {
+                    channel.waiters.retain(|w| w.id != self.waiter.id);
+                    if channel.waiters.is_empty() {
+                        ch.channels.remove(c);
                         gone.push(c.clone());
+                    } else if hand_on {
+                        channel.wake_next();
                     }
                 }
             }

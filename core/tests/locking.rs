@@ -448,3 +448,46 @@ async fn release_returns_at_a_quorum_and_flush_waits_for_the_straggler() {
         .unwrap();
     assert_eq!(left, 0, "the straggler's delete reached node 2");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_release_wakes_one_waiter_in_turn() {
+    let c = cluster(3);
+    let holder = manager(&c).await;
+    let waiters = LockManager::new(
+        config(&c)
+            .retry_delay(ms(20_000))
+            .retry_jitter(ms(0))
+            .retry_count(5),
+    )
+    .await
+    .unwrap();
+    let r = unique("wake-one");
+    let lock = holder.acquire(&[&r], 10 * SEC).await.unwrap();
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (m, r) = (waiters.clone(), r.clone());
+            tokio::spawn(async move {
+                let got = m.acquire(&[&r], 10 * SEC).await?;
+                tokio::time::sleep(ms(20)).await;
+                let rounds = got.report().rounds;
+                assert!(got.release().await.held);
+                Ok::<u32, ironlock::Error>(rounds)
+            })
+        })
+        .collect();
+    // Let every waiter fail its first round and subscribe.
+    tokio::time::sleep(ms(500)).await;
+    assert_eq!(waiters.stats().wakeups, 0);
+    assert!(lock.release().await.held);
+    // Each release wakes one waiter, which wins its second round: no herd, no lost turn (the
+    // retry delay is far longer than the test, so only wake-ups can hand the lock on).
+    for t in tasks {
+        let rounds = tokio::time::timeout(10 * SEC, t)
+            .await
+            .expect("every waiter acquires through wake-ups")
+            .unwrap()
+            .expect("acquire");
+        assert_eq!(rounds, 2);
+    }
+    assert_eq!(waiters.stats().wakeups, 4, "{:?}", waiters.stats());
+}
