@@ -33,12 +33,21 @@ export declare class NativeLock {
   isValid(): boolean
   /** True once the lock is known lost. */
   isLost(): boolean
-  /** The per-node report of the last operation on this lock. */
-  get report(): Array<NodeReportObject>
-  /** Extends every key to `ttl_ms` from now on a quorum. */
-  extend(ttlMs: number): Promise<void>
-  /** Deletes the keys that still hold this lock's token; never rejects for a lost lock. */
-  release(): Promise<ReleaseResult>
+  /**
+   * The per-node report of the last operation on this lock, as a JSON array of
+   * `{url, vote, error}` (the JS layer parses it when `lock.report` is read).
+   */
+  get reportJson(): string
+  /**
+   * Extends every key to `ttl_ms` from now on a quorum; settles `id` with `undefined`.
+   * Throws at once for an invalid `ttl_ms`.
+   */
+  extend(id: number, ttlMs: number): void
+  /**
+   * Deletes the keys that still hold this lock's token and settles `id` with
+   * `[held, deletedOn, reportJson]`; never fails for a lost lock.
+   */
+  release(id: number): void
   /** Starts the core's auto-extension (stopped by `stopKeepAlive`, `release`, or loss). */
   keepAlive(): void
   /** Stops auto-extension. */
@@ -57,14 +66,16 @@ export declare class NativeLock {
 export declare class NativeManager {
   /**
    * Validates `nodes` and `settings` (throwing INVALID_ARGUMENT or CONNECTION at once) and
-   * starts connecting to every node without blocking the event loop.
+   * starts connecting to every node without blocking the event loop. `complete(id, error,
+   * value)` settles the calls that take an `id` (see `complete.rs`).
    */
-  constructor(nodes: Array<string>, settings?: Settings | undefined | null)
+  constructor(nodes: Array<string>, settings: Settings | undefined | null, complete: (id: number, error: string | null, value: unknown) => void)
   /**
-   * Acquires `resources` for `ttl_ms`; rejects with CONTENDED / UNAVAILABLE / … or, when
-   * `cancel` fires first, with ABORTED (any key already set is released in the background).
+   * Acquires `resources` for `ttl_ms` and settles `id` with a `NativeLock`, or with CONTENDED
+   * / UNAVAILABLE / … or, when `cancel` fires first, ABORTED (any key already set is released
+   * in the background). Throws at once for invalid arguments.
    */
-  acquire(resources: Array<string>, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): Promise<NativeLock>
+  acquire(id: number, resources: Array<string>, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): void
   /**
    * Resolves once the first connection attempt to every node has finished (a node that is
    * down does not fail it); rejects with CONNECTION when a host cannot be resolved.
@@ -89,26 +100,6 @@ export interface AcquireOptions {
 
 /** The version of the ironlock core this module was built from. */
 export declare function coreVersion(): string
-
-/** One node's part in the last round. */
-export interface NodeReportObject {
-  /** Node URL with any password replaced by `***`. */
-  url: string
-  /** `for`, `against`, `error`, `timeout`, `not_eligible` or `pending`. */
-  vote: string
-  /** The error text for `error` and `timeout` votes. */
-  error?: string
-}
-
-/** What a release did. */
-export interface ReleaseResult {
-  /** A quorum still held the keys with this lock's token and deleted them. */
-  held: boolean
-  /** Nodes on which keys were deleted. */
-  deletedOn: number
-  /** The per-node report. */
-  report: Array<NodeReportObject>
-}
 
 /** Manager settings; every field is optional and defaults as in the core. */
 export interface Settings {

@@ -1,7 +1,7 @@
 // Types of the `ironlock` npm package (lib/index.js). The native module's generated types are
-// in ../index.d.ts; this file re-uses its setting and report shapes.
+// in ../index.d.ts; this file re-uses its setting shapes.
 
-import type { Settings as NativeSettings, NodeReportObject } from '../index'
+import type { Settings as NativeSettings } from '../index'
 
 /** SPEC §5 error codes. */
 export type ErrorCode =
@@ -127,4 +127,12 @@ export declare class InternalError extends IronlockError {}
 /** The version of the Rust core inside the native module. */
 export declare const coreVersion: string
 
-export type { NodeReportObject }
+/** One node's part in the last round (the loose shape of `NodeReport`). */
+export interface NodeReportObject {
+  /** Node URL with any password replaced by `***`. */
+  url: string
+  /** `for`, `against`, `error`, `timeout`, `not_eligible` or `pending`. */
+  vote: string
+  /** The error text for `error` and `timeout` votes. */
+  error?: string
+}

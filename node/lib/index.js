@@ -7,9 +7,77 @@ const native = require('../index.js')
 const errors = require('./errors.js')
 const args = require('./args.js')
 
-const { LockLostError, fromNative, normalizeReport } = errors
+const { LockLostError, fromNative } = errors
 const kNative = Symbol('ironlock.native')
 const asyncDispose = Symbol.asyncDispose
+
+// The native calls that talk to Redis (acquire, release, extend) take an id and settle it later
+// through `complete`, one threadsafe function per manager (node/src/complete.rs): cheaper than a
+// native Promise per call. `pending` maps ids to their settle functions.
+const pending = new Map()
+let nextId = 0
+// The completion function does not keep the event loop alive by itself; this timer does, while
+// any call is pending (a pending acquire must keep the process running, as a socket would).
+const keeper = setInterval(() => {}, 1 << 30)
+keeper.unref()
+
+/** Called by the native layer on the JS thread: `error` is an encoded envelope or null. */
+function complete(id, error, value) {
+  const p = pending.get(id)
+  if (p === undefined) return
+  pending.delete(id)
+  if (pending.size === 0) keeper.unref()
+  if (error !== null && error !== undefined) {
+    p.reject(p.fail(error))
+    return
+  }
+  try {
+    p.resolve(p.ok(value))
+  } catch (e) {
+    p.reject(e)
+  }
+}
+
+const same = (v) => v
+
+/**
+ * Starts `begin(id)` (a native call that settles `id` through `complete`) and returns its
+ * Promise: fulfilled with `ok(value)`, rejected with `fail(envelope)` — or with `fail(error)`
+ * when `begin` throws at once (bad arguments).
+ */
+function start(begin, ok, fail) {
+  nextId = nextId >= 0x7fffffff ? 1 : nextId + 1
+  const id = nextId
+  return new Promise((resolve, reject) => {
+    try {
+      begin(id)
+    } catch (e) {
+      reject(fail(e))
+      return
+    }
+    if (pending.size === 0) keeper.ref()
+    pending.set(id, { resolve, reject, ok, fail })
+  })
+}
+
+const toLock = (n) => new Lock(n)
+
+/** `release()`'s result; `report` is parsed from the native JSON when first read. */
+function released(r) {
+  const json = r[2]
+  let report
+  return {
+    held: r[0],
+    deletedOn: r[1],
+    get report() {
+      if (report === undefined) report = JSON.parse(json)
+      return report
+    },
+    set report(v) {
+      report = v
+    },
+  }
+}
 
 function abortReason(signal) {
   return signal.reason ?? new DOMException('This operation was aborted', 'AbortError')
@@ -51,7 +119,7 @@ class Lock {
 
   /** Per-node report of the last operation on this lock. */
   get report() {
-    return normalizeReport(this[kNative].report)
+    return JSON.parse(this[kNative].reportJson)
   }
 
   /** True while neither lost nor released and validity remains. */
@@ -67,22 +135,14 @@ class Lock {
   /** Extends the lock to `durationMs` from now; resolves to this lock. */
   async extend(durationMs) {
     args.number('durationMs', durationMs)
-    try {
-      await this[kNative].extend(durationMs)
-    } catch (e) {
-      throw fromNative(e)
-    }
+    const n = this[kNative]
+    await start((id) => n.extend(id, durationMs), same, fromNative)
     return this
   }
 
   /** Deletes the keys still holding this lock's token. Never rejects for a lost lock. */
-  async release() {
-    try {
-      const r = await this[kNative].release()
-      return { held: r.held, deletedOn: r.deletedOn, report: normalizeReport(r.report) }
-    } catch (e) {
-      throw fromNative(e)
-    }
+  release() {
+    return start((id) => this[kNative].release(id), released, fromNative)
   }
 
   toString() {
@@ -149,7 +209,7 @@ class LockManager {
     const s = args.settings(settings)
     let n
     try {
-      n = new native.NativeManager(nodes, s)
+      n = new native.NativeManager(nodes, s, complete)
     } catch (e) {
       throw fromNative(e)
     }
@@ -180,28 +240,34 @@ class LockManager {
    * Options: `wait` (ms to keep retrying), `retryCount`, `fencing`, `signal` (an AbortSignal
    * that cancels a waiting acquire; it then rejects with `signal.reason`).
    */
-  async acquire(resources, durationMs, options) {
-    args.resources('resources', resources)
-    args.number('durationMs', durationMs)
-    const { options: o, signal } = args.acquireOptions(options)
-    if (signal?.aborted) throw abortReason(signal)
-    let token
-    let onAbort
-    if (signal) {
-      token = new native.CancelToken()
-      onAbort = () => token.cancel()
-      signal.addEventListener('abort', onAbort, { once: true })
-    }
+  acquire(resources, durationMs, options) {
+    // Not `async`: one Promise per call; every failure, bad arguments included, still rejects.
     try {
-      return new Lock(await this[kNative].acquire(resources, durationMs, o, token))
-    } catch (e) {
-      const err = fromNative(e)
-      if (signal?.aborted && errors.decode(e?.message)?.code === 'ABORTED') {
-        throw abortReason(signal)
+      args.resources('resources', resources)
+      args.number('durationMs', durationMs)
+      const n = this[kNative]
+      if (options === undefined || options === null) {
+        return start((id) => n.acquire(id, resources, durationMs), toLock, fromNative)
       }
-      throw err
-    } finally {
-      if (signal) signal.removeEventListener('abort', onAbort)
+      const { options: o, signal } = args.acquireOptions(options)
+      if (!signal) return start((id) => n.acquire(id, resources, durationMs, o), toLock, fromNative)
+      if (signal.aborted) throw abortReason(signal)
+      const token = new native.CancelToken()
+      const onAbort = () => token.cancel()
+      signal.addEventListener('abort', onAbort, { once: true })
+      const fail = (envelope) => {
+        signal.removeEventListener('abort', onAbort)
+        const text = typeof envelope === 'string' ? envelope : envelope?.message
+        if (signal.aborted && errors.decode(text)?.code === 'ABORTED') return abortReason(signal)
+        return fromNative(envelope)
+      }
+      const ok = (v) => {
+        signal.removeEventListener('abort', onAbort)
+        return new Lock(v)
+      }
+      return start((id) => n.acquire(id, resources, durationMs, o, token), ok, fail)
+    } catch (e) {
+      return Promise.reject(e)
     }
   }
 

@@ -41,3 +41,28 @@ pub fn encode(code: &str, message: &str, report: Option<&Report>) -> napi::Error
 fn node_json(n: &ironlock::NodeReport) -> serde_json::Value {
     serde_json::json!({ "url": n.url, "vote": n.vote.as_str(), "error": n.error })
 }
+
+/// A report as the JSON array `[{"url", "vote", "error"}, …]`, keys in that order (the JS layer
+/// parses it only when `report` is read).
+pub fn report_json(r: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(2 + r.nodes.len() * 64);
+    out.push('[');
+    for (i, n) in r.nodes.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let error = n
+            .error
+            .as_deref()
+            .map_or(serde_json::Value::Null, serde_json::Value::from);
+        let _ = write!(
+            out,
+            "{{\"url\":{},\"vote\":\"{}\",\"error\":{error}}}",
+            serde_json::Value::from(n.url.as_str()),
+            n.vote.as_str(),
+        );
+    }
+    out.push(']');
+    out
+}

@@ -1,21 +1,49 @@
 //! Node-API bindings for the ironlock Redlock core (npm package `ironlock`).
 //!
-//! This crate only converts: JS values in, one core call, JS values (or a rejected Promise) out.
-//! Every call that talks to Redis returns a Promise settled from napi's tokio runtime — the one
-//! runtime of the addon, which also runs the core's background tasks (reconnection, release
-//! notifications, auto-extension). The thin JS layer in `lib/` adds what napi cannot express:
-//! error subclasses, `AbortSignal` wiring and `Symbol.asyncDispose`.
+//! This crate only converts: JS values in, one core call, JS values (or an error) out. Every call
+//! that talks to Redis runs on the addon's tokio runtime (one worker thread, see `init`), which
+//! also runs the core's background tasks (reconnection, release notifications, auto-extension).
+//! `acquire`, `release` and `extend` settle through the manager's completion function
+//! (`complete.rs`); the rarer calls return napi Promises. The thin JS layer in `lib/` owns the
+//! Promises of the hot calls and adds what napi cannot express: error subclasses, `AbortSignal`
+//! wiring and `Symbol.asyncDispose`.
 
 #![deny(clippy::all)]
 
+mod complete;
 mod error;
 mod lock;
 mod manager;
 mod settings;
 
-pub use lock::{NativeLock, NodeReportObject, ReleaseResult};
+pub use lock::NativeLock;
+
+/// mimalloc for the addon's own allocations: the core allocates per request on the runtime
+/// thread and frees on the JS thread (and back), where glibc's malloc spent ~20 % of the
+/// runtime thread's samples in (b) (`_int_malloc`, `_int_free`, `malloc_consolidate`).
+/// JS-visible values are copied into V8, so nothing crosses allocators.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub use manager::{CancelToken, NativeManager};
 pub use settings::{AcquireOptions, Settings};
+
+/// Gives the addon its own Tokio runtime with ONE worker thread, registered before napi's
+/// default (one worker per core) is built. Every Promise-returning call crosses from the JS
+/// thread to a worker and back; with one worker the Redis connection tasks, the request and the
+/// completion all run on the same thread, so a round costs two cross-thread wake-ups instead of
+/// up to four, and workers no longer steal work from each other (measured in bench/RESULTS.md).
+/// If the runtime cannot be built, napi's default runtime is used.
+#[napi_derive::module_init]
+fn init() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("ironlock-rt")
+        .enable_all()
+        .build();
+    if let Ok(rt) = rt {
+        napi::bindgen_prelude::create_custom_tokio_runtime(rt);
+    }
+}
 
 /// The version of the ironlock core this module was built from.
 #[napi_derive::napi]

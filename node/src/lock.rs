@@ -3,59 +3,29 @@
 
 use std::sync::Mutex;
 
-use ironlock::{KeepAlive, Lock, Report};
+use ironlock::{KeepAlive, Lock};
 use napi::bindgen_prelude::{BigInt, PromiseRaw, within_runtime_if_available};
 use napi::{Env, Result};
 use napi_derive::napi;
 
-use crate::error::{code, encode, to_napi};
+use crate::complete::{Completer, Done};
+use crate::error::{code, encode, report_json, to_napi};
 use crate::settings::millis;
-
-/// One node's part in the last round.
-#[napi(object)]
-pub struct NodeReportObject {
-    /// Node URL with any password replaced by `***`.
-    pub url: String,
-    /// `for`, `against`, `error`, `timeout`, `not_eligible` or `pending`.
-    pub vote: String,
-    /// The error text for `error` and `timeout` votes.
-    pub error: Option<String>,
-}
-
-/// What a release did.
-#[napi(object)]
-pub struct ReleaseResult {
-    /// A quorum still held the keys with this lock's token and deleted them.
-    pub held: bool,
-    /// Nodes on which keys were deleted.
-    pub deleted_on: u32,
-    /// The per-node report.
-    pub report: Vec<NodeReportObject>,
-}
-
-fn report_objects(r: &Report) -> Vec<NodeReportObject> {
-    r.nodes
-        .iter()
-        .map(|n| NodeReportObject {
-            url: n.url.clone(),
-            vote: n.vote.as_str().to_owned(),
-            error: n.error.clone(),
-        })
-        .collect()
-}
 
 /// A lock granted by a quorum. Dropping it does not release it.
 #[napi]
 pub struct NativeLock {
     lock: Lock,
     keeper: Mutex<Option<KeepAlive>>,
+    completer: Completer,
 }
 
 impl NativeLock {
-    pub(crate) fn new(lock: Lock) -> Self {
+    pub(crate) fn new(lock: Lock, completer: Completer) -> Self {
         NativeLock {
             lock,
             keeper: Mutex::new(None),
+            completer,
         }
     }
 
@@ -108,33 +78,40 @@ impl NativeLock {
         self.lock.is_lost()
     }
 
-    /// The per-node report of the last operation on this lock.
+    /// The per-node report of the last operation on this lock, as a JSON array of
+    /// `{url, vote, error}` (the JS layer parses it when `lock.report` is read).
     #[napi(getter)]
-    pub fn report(&self) -> Vec<NodeReportObject> {
-        report_objects(&self.lock.report())
+    pub fn report_json(&self) -> String {
+        report_json(&self.lock.report())
     }
 
-    /// Extends every key to `ttl_ms` from now on a quorum.
-    #[napi(ts_return_type = "Promise<void>", catch_unwind)]
-    pub fn extend<'env>(&self, env: &'env Env, ttl_ms: f64) -> Result<PromiseRaw<'env, ()>> {
+    /// Extends every key to `ttl_ms` from now on a quorum; settles `id` with `undefined`.
+    /// Throws at once for an invalid `ttl_ms`.
+    #[napi(catch_unwind)]
+    pub fn extend(&self, id: u32, ttl_ms: f64) -> Result<()> {
         let ttl = millis("durationMs", ttl_ms)?;
         let lock = self.lock.clone();
-        env.spawn_future(async move { lock.extend(ttl).await.map_err(to_napi) })
+        self.completer.run(id, async move {
+            lock.extend(ttl).await.map_err(to_napi)?;
+            Ok(Done::Unit)
+        });
+        Ok(())
     }
 
-    /// Deletes the keys that still hold this lock's token; never rejects for a lost lock.
-    #[napi(ts_return_type = "Promise<ReleaseResult>", catch_unwind)]
-    pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ReleaseResult>> {
+    /// Deletes the keys that still hold this lock's token and settles `id` with
+    /// `[held, deletedOn, reportJson]`; never fails for a lost lock.
+    #[napi(catch_unwind)]
+    pub fn release(&self, id: u32) {
         self.keeper().take();
         let lock = self.lock.clone();
-        env.spawn_future(async move {
+        self.completer.run(id, async move {
             let r = lock.release().await;
-            Ok(ReleaseResult {
+            Ok(Done::Released {
                 held: r.held,
-                deleted_on: r.deleted_on as u32,
-                report: report_objects(&r.report),
+                deleted_on: u32::try_from(r.deleted_on).unwrap_or(u32::MAX),
+                report: report_json(&r.report),
             })
-        })
+        });
     }
 
     /// Starts the core's auto-extension (stopped by `stopKeepAlive`, `release`, or loss).

@@ -3,11 +3,12 @@
 
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use ironlock::LockManager;
-use napi::bindgen_prelude::{PromiseRaw, spawn};
+use napi::bindgen_prelude::{Function, PromiseRaw, Unknown, spawn};
 use napi::{Env, Result};
 use napi_derive::napi;
 use tokio::sync::watch;
 
+use crate::complete::{CompleteArgs, Completer, Done};
 use crate::error::{ABORTED, encode, to_napi};
 use crate::lock::NativeLock;
 use crate::settings::{AcquireOptions, Settings, millis};
@@ -19,14 +20,25 @@ type Connecting = Shared<BoxFuture<'static, ironlock::Result<LockManager>>>;
 #[napi]
 pub struct NativeManager {
     manager: Connecting,
+    completer: Completer,
 }
 
 #[napi]
 impl NativeManager {
     /// Validates `nodes` and `settings` (throwing INVALID_ARGUMENT or CONNECTION at once) and
-    /// starts connecting to every node without blocking the event loop.
-    #[napi(constructor, catch_unwind)]
-    pub fn new(nodes: Vec<String>, settings: Option<Settings>) -> Result<Self> {
+    /// starts connecting to every node without blocking the event loop. `complete(id, error,
+    /// value)` settles the calls that take an `id` (see `complete.rs`).
+    #[napi(
+        constructor,
+        catch_unwind,
+        ts_args_type = "nodes: Array<string>, settings: Settings | undefined | null, complete: (id: number, error: string | null, value: unknown) => void"
+    )]
+    pub fn new(
+        nodes: Vec<String>,
+        settings: Option<Settings>,
+        complete: Function<'_, CompleteArgs, Unknown<'static>>,
+    ) -> Result<Self> {
+        let completer = Completer::new(&complete)?;
         let config = settings.unwrap_or_default().into_config(nodes)?;
         config.check().map_err(to_napi)?;
         let manager = LockManager::new(config).boxed().shared();
@@ -35,25 +47,27 @@ impl NativeManager {
         spawn(async move {
             let _ = driver.await;
         });
-        Ok(NativeManager { manager })
+        Ok(NativeManager { manager, completer })
     }
 
-    /// Acquires `resources` for `ttl_ms`; rejects with CONTENDED / UNAVAILABLE / … or, when
-    /// `cancel` fires first, with ABORTED (any key already set is released in the background).
-    #[napi(ts_return_type = "Promise<NativeLock>", catch_unwind)]
-    pub fn acquire<'env>(
+    /// Acquires `resources` for `ttl_ms` and settles `id` with a `NativeLock`, or with CONTENDED
+    /// / UNAVAILABLE / … or, when `cancel` fires first, ABORTED (any key already set is released
+    /// in the background). Throws at once for invalid arguments.
+    #[napi(catch_unwind)]
+    pub fn acquire(
         &self,
-        env: &'env Env,
+        id: u32,
         resources: Vec<String>,
         ttl_ms: f64,
         options: Option<AcquireOptions>,
         cancel: Option<&CancelToken>,
-    ) -> Result<PromiseRaw<'env, NativeLock>> {
+    ) -> Result<()> {
         let ttl = millis("durationMs", ttl_ms)?;
         let options = options.unwrap_or_default().into_core()?;
         let cancelled = cancel.map(|c| c.tx.subscribe());
         let manager = self.manager.clone();
-        env.spawn_future(async move {
+        let completer = self.completer.clone();
+        self.completer.run(id, async move {
             let manager = manager.await.map_err(to_napi)?;
             let acquire = manager.acquire_with(&resources, ttl, options);
             let result = match cancelled {
@@ -65,8 +79,11 @@ impl NativeManager {
                     }
                 },
             };
-            result.map(NativeLock::new).map_err(to_napi)
-        })
+            result
+                .map(|lock| Done::Lock(NativeLock::new(lock, completer)))
+                .map_err(to_napi)
+        });
+        Ok(())
     }
 
     /// Resolves once the first connection attempt to every node has finished (a node that is
