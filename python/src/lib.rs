@@ -24,6 +24,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::LostFlag>()?;
     m.add_class::<lock::AsyncLostFlag>()?;
     m.add_class::<lock::KeepAlive>()?;
+    m.add_function(wrap_pyfunction!(runtime::drain_requests, m)?)?;
     // Not a module attribute: only `atexit` holds it.
     let drain = wrap_pyfunction!(runtime::drain_at_exit, m)?;
     m.py()

@@ -371,7 +371,19 @@ pub(crate) fn drain_at_exit(py: Python<'_>) {
         while IN_FLIGHT.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
+        // Requests that returned calls stopped waiting for (a release returns once a quorum
+        // deleted the keys) are already sent: let them reach their nodes before the process ends.
+        ironlock::drain_blocking(deadline.saturating_duration_since(std::time::Instant::now()));
     });
+}
+
+/// Waits (GIL released, at most a second) until the requests that returned calls stopped
+/// waiting for (a release returns once a quorum deleted the keys) have reached their nodes. The
+/// package runs it when a `multiprocessing` child exits: those children end with `os._exit`,
+/// which skips `atexit`.
+#[pyfunction]
+pub(crate) fn drain_requests(py: Python<'_>) {
+    py.detach(|| ironlock::drain_blocking(Duration::from_secs(1)));
 }
 
 /// A result converted to Python only on the event loop's thread, with the GIL held; an error

@@ -17,8 +17,10 @@ import functools
 import inspect
 from typing import Any, Callable, TypeVar
 
+import multiprocessing.util as _mp_util
+
 from ._native import AsyncLock, AsyncLostFlag, KeepAlive, Lock, LockBase, LostFlag
-from ._native import __version__
+from ._native import __version__, drain_requests as _drain_requests
 from ._sync import DistributedLock, LockManager, Resources
 from ._async import AsyncDistributedLock, AsyncLockManager
 from .exceptions import (
@@ -98,3 +100,17 @@ def synchronize(
         return run  # type: ignore[return-value]
 
     return decorate
+
+
+class _ChildExit:
+    """Registered with ``multiprocessing.util.register_after_fork`` (which needs an object)."""
+
+
+def _drain_at_child_exit(_: _ChildExit) -> None:
+    # A multiprocessing child ends with os._exit, which skips atexit: a release that returned
+    # at a quorum would lose the deletes still on their way to the other nodes.
+    _mp_util.Finalize(None, _drain_requests, exitpriority=0)
+
+
+_CHILD_EXIT = _ChildExit()
+_mp_util.register_after_fork(_CHILD_EXIT, _drain_at_child_exit)

@@ -23,10 +23,13 @@ __all__ = [
     "LostFlag",
     "SETTINGS",
     "__version__",
+    "drain_requests",
 ]
 
 __version__: str
 SETTINGS: List[str]
+
+def drain_requests() -> None: ...
 
 @disjoint_base
 class ManagerBase:
