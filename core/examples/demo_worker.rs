@@ -77,6 +77,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tally(&mut votes, &lock.report());
         lock.release().await;
     }
+    // The last release returned at a quorum: let its other deletes reach their nodes.
+    manager.flush().await;
     let votes = json_map(votes.into_iter().map(|(url, per)| {
         (
             url,
