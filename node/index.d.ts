@@ -101,6 +101,13 @@ export interface AcquireOptions {
 /** The version of the ironlock core this module was built from. */
 export declare function coreVersion(): string
 
+/**
+ * Resolves once the requests that decided rounds stopped waiting for (the last deletes of a
+ * release that returned at a quorum) have been answered or timed out, or after `limit_ms`;
+ * `true` when none is left. The JS layer awaits it before the process exits.
+ */
+export declare function drain(limitMs: number): Promise<boolean>
+
 /** Manager settings; every field is optional and defaults as in the core. */
 export interface Settings {
   /** Further rounds after the first (0 = try once). Default 10. */

@@ -839,3 +839,4 @@ module.exports.CancelToken = nativeBinding.CancelToken
 module.exports.NativeLock = nativeBinding.NativeLock
 module.exports.NativeManager = nativeBinding.NativeManager
 module.exports.coreVersion = nativeBinding.coreVersion
+module.exports.drain = nativeBinding.drain

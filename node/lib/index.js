@@ -21,8 +21,22 @@ let nextId = 0
 const keeper = setInterval(() => {}, 1 << 30)
 keeper.unref()
 
+// A release returns once a quorum deleted the keys (an acquire once its outcome is decided); the
+// other requests finish in the background. When the event loop empties after such calls, wait
+// for them (at most 1 s) so that the last deletes reach every node before the process exits.
+let undrained = false
+process.on('beforeExit', () => {
+  if (!undrained) return
+  undrained = false
+  native.drain(1000).then(
+    () => {},
+    () => {},
+  )
+})
+
 /** Called by the native layer on the JS thread: `error` is an encoded envelope or null. */
 function complete(id, error, value) {
+  undrained = true
   const p = pending.get(id)
   if (p === undefined) return
   pending.delete(id)

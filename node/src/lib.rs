@@ -45,6 +45,28 @@ fn init() {
     }
 }
 
+/// Resolves once the requests that decided rounds stopped waiting for (the last deletes of a
+/// release that returned at a quorum) have been answered or timed out, or after `limit_ms`;
+/// `true` when none is left. The JS layer awaits it before the process exits.
+#[napi_derive::napi(ts_return_type = "Promise<boolean>", catch_unwind)]
+pub fn drain<'env>(
+    env: &'env napi::Env,
+    limit_ms: f64,
+) -> napi::Result<napi::bindgen_prelude::PromiseRaw<'env, bool>> {
+    let limit = settings::millis("limitMs", limit_ms)?;
+    env.spawn_future(async move {
+        let until = tokio::time::Instant::now() + limit;
+        // `drain_blocking(ZERO)` only checks; the 1 ms sleeps keep the runtime thread free.
+        while !ironlock::drain_blocking(std::time::Duration::ZERO) {
+            if tokio::time::Instant::now() >= until {
+                return Ok(false);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        Ok(true)
+    })
+}
+
 /// The version of the ironlock core this module was built from.
 #[napi_derive::napi]
 pub fn core_version() -> String {

@@ -34,6 +34,17 @@ async function onAll(cluster, ...args) {
   return Promise.all(cluster.urls.map((_, i) => cluster.cmd(i, ...args)))
 }
 
+// A release returns once a quorum deleted the keys; the other deletes finish in the background.
+// Polls every node for up to 200 ms until `key` is gone everywhere; returns the last EXISTS replies.
+async function goneOnAll(cluster, key) {
+  let got = await onAll(cluster, 'EXISTS', key)
+  for (let i = 0; i < 40 && got.some((x) => x !== 0); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    got = await onAll(cluster, 'EXISTS', key)
+  }
+  return got
+}
+
 describe('three nodes', () => {
   let cluster
   let manager
@@ -64,10 +75,11 @@ describe('three nodes', () => {
     assert.deepEqual(await onAll(cluster, 'GET', r[1]), [lock.value, lock.value, lock.value])
     const released = await lock.release()
     assert.equal(released.held, true)
-    assert.equal(released.deletedOn, 3)
+    // At least a quorum; the slowest node's delete may still be in flight.
+    assert.ok(released.deletedOn >= 2 && released.deletedOn <= 3, `${released.deletedOn}`)
     assert.equal(lock.isValid(), false)
     assert.equal(lock.validityMs, 0)
-    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+    assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
     // Releasing again reports "not held" and never rejects.
     assert.equal((await lock.release()).held, false)
   })
@@ -105,7 +117,7 @@ describe('three nodes', () => {
     assert.equal(e.code, 'LOST')
     assert.ok(e.report.filter((n) => n.vote === 'against').length >= 2, JSON.stringify(e.report))
     assert.equal(lock.isLost(), true)
-    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+    assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
     assert.equal((await lock.release()).held, false)
   })
 
@@ -170,7 +182,7 @@ describe('three nodes', () => {
     assert.equal(typeof lock[Symbol.asyncDispose], 'function')
     await lock[Symbol.asyncDispose]()
     assert.equal(lock.isValid(), false)
-    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+    assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
   })
 
   it('using keeps the lock alive across 3x its duration', async () => {
@@ -188,7 +200,7 @@ describe('three nodes', () => {
     assert.equal(out, 'done')
     assert.ok(seen.length >= 15, `${seen.length} checks`)
     assert.ok(seen.every(([valid, aborted, held]) => valid && !aborted && held), JSON.stringify(seen))
-    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+    assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
   })
 
   it('using aborts the signal at once when the keys are deleted behind its back', async () => {
@@ -222,7 +234,7 @@ describe('three nodes', () => {
     // The first auto-extension (at ttl - ttl/3) finds the keys gone: well before the ttl ends.
     assert.ok(abortedAfter < ttl, `aborted after ${abortedAfter} ms`)
     assert.ok(e instanceof LockLostError, String(e))
-    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+    assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
   })
 
   it('using returns the routine value and rethrows its errors', async () => {
@@ -251,7 +263,7 @@ describe('three nodes', () => {
       .catch((x) => x)
     assert.equal(e.name, 'AbortError')
     assert.equal(e.cause, reason)
-    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+    assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
   })
 
   it('an aborted acquire rejects with signal.reason and leaves no key', async () => {
@@ -268,14 +280,14 @@ describe('three nodes', () => {
     assert.deepEqual(await onAll(cluster, 'GET', r[0]), [holder.value, holder.value, holder.value])
     await holder.release()
     // A custom reason is passed through; an already aborted signal rejects before any round.
-    assert.deepEqual(await onAll(cluster, 'EXISTS', r[0]), [0, 0, 0])
+    assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
     const reason = new Error('stop')
     const r2 = [unique()]
     await assert.rejects(
       manager.acquire(r2, 5_000, { signal: AbortSignal.abort(reason) }),
       (x) => x === reason,
     )
-    assert.deepEqual(await onAll(cluster, 'EXISTS', r2[0]), [0, 0, 0])
+    assert.deepEqual(await goneOnAll(cluster, r2[0]), [0, 0, 0])
   })
 
   it('an acquire aborted mid-round rolls back the key it set', async () => {
