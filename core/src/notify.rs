@@ -14,9 +14,10 @@ use tokio::task::AbortHandle;
 use crate::node::Node;
 
 /// One waiter (an acquire between two rounds). A release wakes ONE waiter of this manager per
-/// resource, in turn: the others would only split the votes and pay a full round and a
-/// rollback each (a herd that costs every node CPU). Whoever does not win keeps its timed retry
-/// as the fallback, and the next release wakes the next waiter.
+/// resource, first come first served: the others would only split the votes and pay a full
+/// round and a rollback each (a herd that costs every node CPU). The waiter that waited longest
+/// is woken by every release until it wins or gives up; the others keep their timed retry as
+/// the fallback.
 pub(crate) struct Waiter {
     id: u64,
     /// Woken and not yet back for another round: a waiter that goes away in that state hands the
@@ -48,14 +49,11 @@ struct Channel {
 }
 
 impl Channel {
-    /// Wakes the waiter that waited longest and moves it to the back of the line.
+    /// Wakes the waiter that waited longest (it leaves the line when its acquire ends).
     fn wake_next(&mut self) {
-        if self.waiters.is_empty() {
-            return;
+        if let Some(w) = self.waiters.first() {
+            w.wake();
         }
-        let w = self.waiters.remove(0);
-        w.wake();
-        self.waiters.push(w);
     }
 }
 
