@@ -89,8 +89,8 @@ pub(crate) enum Tally {
 /// decided: a rollback issued after this returns is therefore queued behind the request it
 /// undoes on every connection. One timer bounds the round: a node that has not answered
 /// `node_timeout` after the requests were handed to their connections votes `Timeout` (all
-/// requests leave together, so this is each node's own timeout). Replies still outstanding when the outcome is decided are
-/// drained by a background task until that same deadline.
+/// requests leave together, so this is each node's own timeout). Replies still outstanding when
+/// the outcome is decided are drained by a background task until that same deadline.
 pub(crate) async fn run<F, Fut>(
     nodes: &[Arc<Node>],
     tally: Tally,
