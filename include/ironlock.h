@@ -333,8 +333,10 @@ ironlock_status ironlock_extend(struct ironlock_lock *lock, uint64_t ttl_ms);
 
 /**
  * Releases the lock: deletes its keys on every node where they still hold its token, and
- * stops auto-extension. Blocks for at most node_timeout. Returns IRONLOCK_OK also when the
- * lock had already expired or been taken over (nothing foreign is deleted); use
+ * stops auto-extension. Blocks until a quorum deleted them (at most node_timeout); the deletes
+ * still on their way to the other nodes finish in the background, and the library waits for
+ * them (up to a second) when the last handle is freed and at process exit. Returns IRONLOCK_OK
+ * also when the lock had already expired or been taken over (nothing foreign is deleted); use
  * `ironlock_release_held` to learn whether a quorum still held it. The handle stays valid
  * (free it with `ironlock_lock_free`).
  *
