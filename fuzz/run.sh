@@ -43,6 +43,9 @@ fi
 cargo fuzz --version
 rustc --version
 
+step "unit tests of the properties (the secret finder, the leak check)"
+(cd "$FUZZ" && cargo test -q --lib)
+
 step "build (release + debug assertions, AddressSanitizer, libFuzzer coverage)"
 mkdir -p "$FUZZ/target"
 if ! cargo fuzz build -O >"$FUZZ/target/build.log" 2>&1; then
