@@ -192,20 +192,36 @@ async fn fencing_tokens_strictly_increase_across_two_managers() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_wakes_a_waiter_before_its_retry_delay() {
+/// Three nodes, a resource held by one manager for 10 s, and a second manager whose waiters
+/// retry only after `retry_delay` (no jitter): only release wake-ups can hand the lock on sooner.
+async fn held_with_slow_waiters(
+    what: &str,
+    retry_delay: Duration,
+    retry_count: u32,
+) -> (
+    ironlock_harness::Cluster,
+    LockManager,
+    String,
+    ironlock::Lock,
+) {
     let c = cluster(3);
     let holder = manager(&c).await;
-    let waiter = LockManager::new(
+    let waiters = LockManager::new(
         config(&c)
-            .retry_delay(ms(4000))
+            .retry_delay(retry_delay)
             .retry_jitter(ms(0))
-            .retry_count(1),
+            .retry_count(retry_count),
     )
     .await
     .unwrap();
-    let r = unique("wake");
+    let r = unique(what);
     let lock = holder.acquire(&[&r], 10 * SEC).await.unwrap();
+    (c, waiters, r, lock)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_a_waiter_before_its_retry_delay() {
+    let (_c, waiter, r, lock) = held_with_slow_waiters("wake", ms(4000), 1).await;
     let w = {
         let (waiter, r) = (waiter.clone(), r.clone());
         tokio::spawn(async move { waiter.acquire(&[&r], 5 * SEC).await })
@@ -451,18 +467,7 @@ async fn release_returns_at_a_quorum_and_flush_waits_for_the_straggler() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_release_wakes_one_waiter_in_turn() {
-    let c = cluster(3);
-    let holder = manager(&c).await;
-    let waiters = LockManager::new(
-        config(&c)
-            .retry_delay(ms(20_000))
-            .retry_jitter(ms(0))
-            .retry_count(5),
-    )
-    .await
-    .unwrap();
-    let r = unique("wake-one");
-    let lock = holder.acquire(&[&r], 10 * SEC).await.unwrap();
+    let (_c, waiters, r, lock) = held_with_slow_waiters("wake-one", ms(20_000), 5).await;
     let tasks: Vec<_> = (0..4)
         .map(|_| {
             let (m, r) = (waiters.clone(), r.clone());
