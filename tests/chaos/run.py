@@ -553,8 +553,12 @@ def scenarios() -> List[Scenario]:
                  **RESTART),
         Scenario("isolate-heal-restart", nem_isolate_then_restart, "safe", SAFE,
                  **{**RESTART, "seconds": 24.0}),
-        Scenario("isolate-heal-restart", nem_isolate_then_restart, "must_fail", MUST_FAIL,
-                 quarantine=False, **{**RESTART, "seconds": 24.0}),
+        # Only 5 restarts here: with quarantine off a violation is likely, not certain (0 in one
+        # of four CI runs), so it is reported; kill-restart and rolling-restart prove the suite
+        # can fail.
+        Scenario("isolate-heal-restart", nem_isolate_then_restart, "report",
+                 "reported only: quarantine off, violations likely (the restart scenarios above "
+                 "must show them)", quarantine=False, **{**RESTART, "seconds": 24.0}),
         Scenario("node-sigstop", nem_node_sigstop, "safe", SAFE, hold_ms=300),
         Scenario("node-stall", nem_stall, "safe", SAFE, hold_ms=300, debug=True),
         Scenario("flaky-partitions", nem_flaky, "safe", SAFE, nodes=5, hold_ms=200),
