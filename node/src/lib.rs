@@ -18,12 +18,6 @@ mod settings;
 
 pub use lock::NativeLock;
 
-/// mimalloc for the addon's own allocations: the core allocates per request on the runtime
-/// thread and frees on the JS thread (and back), where glibc's malloc spent ~20 % of the
-/// runtime thread's samples in (b) (`_int_malloc`, `_int_free`, `malloc_consolidate`).
-/// JS-visible values are copied into V8, so nothing crosses allocators.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub use manager::{CancelToken, NativeManager};
 pub use settings::{AcquireOptions, Settings};
 
