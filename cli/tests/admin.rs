@@ -162,6 +162,22 @@ fn passwords_never_appear_in_output() {
 }
 
 #[test]
+fn a_password_with_a_reserved_character_is_never_shown() {
+    for password in ["Hunter2#Secret", "Hunter2?Secret", "Hunter2/Secret"] {
+        let url = format!("redis://alice:{password}@127.0.0.1:6379");
+        for args in [vec!["check"], vec!["run", "-n", "r", "--", "true"]] {
+            let out = run(ironlock(std::slice::from_ref(&url)).args(&args), LIMIT);
+            assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+            let all = stdout(&out) + &stderr(&out);
+            for piece in ["Hun", "unt", "ter2", "Sec", "cret"] {
+                assert!(!all.contains(piece), "{args:?}: {all}");
+            }
+            assert!(all.contains("nodes[0]") && all.contains("%23"), "{all}");
+        }
+    }
+}
+
+#[test]
 fn key_prefix_names_the_key() {
     let cluster = cluster(1);
     let urls = cluster.urls();

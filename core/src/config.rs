@@ -293,24 +293,30 @@ fn nonzero(name: &str, d: Duration) -> Result<()> {
     Ok(())
 }
 
+/// How to write a password or user name with reserved characters, quoted by every error about
+/// a URL whose credentials did not parse.
+const ENCODE_HINT: &str = "if the user name or password holds reserved characters, \
+percent-encode them (# as %23, ? as %3F, / as %2F, @ as %40, : in a user name as %3A)";
+
 fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
     let name = format!("nodes[{i}]");
     if url.trim().is_empty() {
         return Err(Error::invalid(format!("{name}: empty URL")));
     }
+    let display = redact_url(url);
     let Some((scheme, _)) = url.split_once("://") else {
         return Err(Error::invalid(format!(
-            "{name}: unparsable URL {:?} (expected redis://, rediss:// or unix://)",
-            redact_url(url)
+            "{name}: unparsable URL {display:?} (expected redis://, rediss:// or unix://)"
         )));
     };
-    let display = redact_url(url);
     let plausible = !scheme.is_empty()
         && scheme
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
     if !plausible {
-        return Err(Error::invalid(format!("{name}: unparsable URL {display}")));
+        return Err(Error::invalid(format!(
+            "{name}: unparsable URL {display} (expected redis://, rediss:// or unix://)"
+        )));
     }
     if !matches!(
         scheme,
@@ -321,15 +327,24 @@ fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
             format!("{name}: unsupported scheme {scheme:?} in {display}"),
         ));
     }
+    let parsed = url::Url::parse(url);
+    if let Ok(u) = &parsed
+        && let Some(what) = misplaced_text(u)
+    {
+        return Err(Error::invalid(format!(
+            "{name}: unparsable URL {display}: {what}; {ENCODE_HINT}"
+        )));
+    }
     let info: redis::ConnectionInfo = redis::IntoConnectionInfo::into_connection_info(url)
         .map_err(|e| {
-            let secret = url::Url::parse(url)
-                .ok()
-                .and_then(|u| u.password().map(str::to_owned));
-            Error::invalid(format!(
-                "{name}: unparsable URL {display}: {}",
-                scrub(&e.to_string(), secret.as_deref())
-            ))
+            let secret = parsed.as_ref().ok().and_then(|u| u.password());
+            let why = scrub(&e.to_string(), secret);
+            let hint = if url.contains('@') {
+                format!("; {ENCODE_HINT}")
+            } else {
+                String::new()
+            };
+            Error::invalid(format!("{name}: unparsable URL {display}: {why}{hint}"))
         })?;
     let secret = info.redis_settings().password().map(str::to_owned);
     Ok(NodeSpec {
@@ -339,29 +354,47 @@ fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
     })
 }
 
+/// Text that a Redis URL never holds where the parser put it, and that most likely is a piece of
+/// a password with an unencoded `#`, `?`, `/` or `@`: a fragment, or an `@` after the host.
+fn misplaced_text(u: &url::Url) -> Option<&'static str> {
+    if u.fragment().is_some() {
+        return Some("it has a '#' part, which a Redis URL never has");
+    }
+    let unix = matches!(u.scheme(), "unix" | "redis+unix");
+    if (!unix && u.path().contains('@')) || u.query().is_some_and(|q| q.contains('@')) {
+        return Some("an '@' follows the host");
+    }
+    None
+}
+
 /// The URL with any password (userinfo or `pass`/`password` query parameter) replaced by `***`.
 ///
 /// When the text does not parse as a URL, or parses in a way that may leave a secret in plain
-/// sight (an `@` or a `pass=` the parser did not treat as credentials), the whole userinfo (up to
-/// the last `@`) and everything after `?` or `#` are hidden instead.
+/// sight (an `@` or a `pass=` the parser did not treat as credentials, a `#` part), everything
+/// before the last `@` (the whole userinfo, whatever characters the password holds) and
+/// everything after the host are hidden instead.
 pub fn redact_url(raw: &str) -> String {
-    if let Ok(mut u) = url::Url::parse(raw) {
+    if let Ok(mut u) = url::Url::parse(raw)
+        && u.fragment().is_none()
+    {
         if u.password().is_some() {
             let _ = u.set_password(Some("***"));
         }
         if u.query().is_some() {
+            // Once a password is in the query, an unencoded `&` or `=` in it would read as
+            // further pairs: only a numeric `db` is shown beside the mask then.
+            let has_secret = u
+                .query_pairs()
+                .any(|(k, _)| matches!(k.as_ref(), "pass" | "password"));
             let pairs: Vec<(String, String)> = u
                 .query_pairs()
-                .map(|(k, v)| {
-                    let secret = matches!(k.as_ref(), "pass" | "password");
-                    (
-                        k.into_owned(),
-                        if secret {
-                            "***".to_owned()
-                        } else {
-                            v.into_owned()
-                        },
-                    )
+                .filter_map(|(k, v)| match k.as_ref() {
+                    "pass" | "password" => Some((k.into_owned(), "***".to_owned())),
+                    "db" if v.bytes().all(|b| b.is_ascii_digit()) => {
+                        Some((k.into_owned(), v.into_owned()))
+                    }
+                    _ if has_secret => None,
+                    _ => Some((k.into_owned(), v.into_owned())),
                 })
                 .collect();
             u.query_pairs_mut().clear().extend_pairs(pairs);
@@ -389,7 +422,12 @@ fn looks_clean(shown: &str) -> bool {
     ats_masked && passes_masked
 }
 
-/// Keeps a plausible scheme and the host part after the last `@`; hides the rest.
+/// Keeps a plausible scheme and the host; hides the rest.
+///
+/// A userinfo ends at the LAST `@` (a password may hold `@`, `#`, `?` and `/` unencoded), so
+/// everything before it is hidden; the host is what follows it, up to a `/`, `?` or `#`. Text
+/// without `@` has no userinfo: its authority is kept, except a "port" that is not a number
+/// (`redis://:pw` reads as a password there).
 fn redact_conservatively(raw: &str) -> String {
     let (scheme, rest) = match raw.split_once("://") {
         Some((s, r))
@@ -401,10 +439,26 @@ fn redact_conservatively(raw: &str) -> String {
         }
         _ => (String::new(), raw),
     };
-    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    // A query password runs to the end of the text, whatever it holds: nothing after it shows.
+    let rest = match rest.find("pass=").or_else(|| rest.find("password=")) {
+        Some(i) => &rest[..i],
+        None => rest,
+    };
+    let cut = |t: &str| t.split(['/', '?', '#']).next().unwrap_or("").to_owned();
     match rest.rsplit_once('@') {
-        Some((_, host)) => format!("{scheme}***@{host}"),
-        None => format!("{scheme}{rest}"),
+        Some((_, host)) => format!("{scheme}***@{}", cut(host)),
+        None => {
+            let authority = cut(rest);
+            let port_at = authority
+                .rfind(':')
+                .filter(|&i| !authority[i..].contains(']'));
+            match port_at {
+                Some(i) if !authority[i + 1..].bytes().all(|b| b.is_ascii_digit()) => {
+                    format!("{scheme}{}:***", &authority[..i])
+                }
+                _ => format!("{scheme}{authority}"),
+            }
+        }
     }
 }
 
@@ -503,6 +557,49 @@ mod tests {
             .check()
             .unwrap_err();
         assert!(e.message().starts_with("retry_delay"), "{e}");
+    }
+
+    #[test]
+    fn reserved_characters_in_a_password_never_show() {
+        for pw in [
+            "Hunter2#Secret",
+            "Hunter2?Secret",
+            "Hunter2/Secret",
+            "Hunt@er2#Se/cr?et",
+        ] {
+            let url = format!("redis://alice:{pw}@127.0.0.1:6379");
+            let shown = redact_url(&url);
+            assert_eq!(shown, "redis://***@127.0.0.1:6379", "{url}");
+            let e = Config::new([url.as_str()]).check().unwrap_err();
+            let text = e.to_string();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{text}");
+            assert!(!text.contains("Hunt") && !text.contains("Secret"), "{text}");
+            assert!(
+                text.starts_with("nodes[0]: unparsable URL redis://***@127.0.0.1:6379"),
+                "{text}"
+            );
+            assert!(
+                text.contains("%23") && text.contains("%3F") && text.contains("%2F"),
+                "{text}"
+            );
+        }
+        // Parses, but the text after the '?' or '#' is a piece of the password.
+        for url in ["redis://alice:123?Secret@h:1", "redis://:pw@h:1/0#Secret"] {
+            let e = Config::new([url]).check().unwrap_err();
+            assert!(!e.to_string().contains("Secret"), "{e}");
+            assert!(e.to_string().contains("percent-encode"), "{e}");
+        }
+        assert_eq!(redact_url("redis://:Hunter2#Secret"), "redis://:***");
+        let q = redact_url("unix:///tmp/r.sock?db=3&pass=QX&ZJ=KV");
+        assert!(
+            !q.contains("ZJ") && !q.contains("KV") && q.contains("db=3"),
+            "{q}"
+        );
+        // Percent-encoded, the same password works and is hidden.
+        let ok = Config::new(["redis://alice:Hunter2%23Secret@127.0.0.1:6379"]).validate();
+        let specs = ok.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(specs[0].secret.as_deref(), Some("Hunter2#Secret"));
+        assert_eq!(specs[0].display, "redis://alice:***@127.0.0.1:6379");
     }
 
     #[test]

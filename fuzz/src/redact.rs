@@ -40,10 +40,11 @@ fn any_text(line: &str) {
     }
 }
 
-/// `redis://user:PASSWORD@HOST`. A '/', '?' or '#' would end the URL's authority (the text
-/// would no longer be a password), so such passwords are not templated.
+/// `redis://user:PASSWORD@HOST`, whatever PASSWORD holds: a '/', '?' or '#' in it ends the
+/// URL's authority for the parser, yet a reader (and the user who pasted a generated password)
+/// takes it for a password, so it must stay hidden too.
 fn template(password: &str, host: &str) {
-    if password.is_empty() || password.contains(['/', '?', '#']) {
+    if password.is_empty() {
         return;
     }
     let url = format!("redis://user:{password}@{host}");

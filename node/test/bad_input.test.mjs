@@ -3,6 +3,7 @@
 
 import { before, after, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
+import { inspect } from 'node:util'
 
 import { LockManager, InvalidArgumentError, ConnectionError, IronlockError } from '../lib/index.mjs'
 import { startCluster, TEST_SETTINGS, unique } from './harness.mjs'
@@ -53,6 +54,19 @@ describe('bad input', () => {
       () => new LockManager(['http://127.0.0.1:1']),
       (e) => e instanceof ConnectionError && e.code === 'CONNECTION' && e.message.includes('nodes[0]'),
     )
+  })
+
+  it('a password with a reserved character is never shown', () => {
+    for (const password of ['Hunter2#Secret', 'Hunter2?Secret', 'Hunter2/Secret']) {
+      const url = `redis://alice:${password}@127.0.0.1:6379`
+      assert.throws(() => new LockManager([url]), (e) => {
+        const text = [e.message, e.stack, inspect(e)].join('\n')
+        for (const run of ['Hun', 'unt', 'ter2', 'Sec', 'cret']) assert.ok(!text.includes(run), text)
+        assert.ok(e instanceof InvalidArgumentError && e.message.startsWith('nodes[0]'), e.message)
+        assert.ok(e.message.includes('127.0.0.1:6379') && e.message.includes('%23'), e.message)
+        return true
+      })
+    }
   })
 
   it('constructor: settings', () => {

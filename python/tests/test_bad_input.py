@@ -196,3 +196,15 @@ def test_huge_but_finite_durations_do_not_crash(manager: ironlock.LockManager, n
         with pytest.raises(ironlock.IronlockError):
             manager.acquire(name, 5.0, wait=wait, retry_count=0)
     assert lock.release()
+
+
+@pytest.mark.parametrize("password", ["Hunter2#Secret", "Hunter2?Secret", "Hunter2/Secret"])
+def test_a_password_with_a_reserved_character_is_never_shown(password: str) -> None:
+    url = f"redis://alice:{password}@127.0.0.1:6379"
+    with pytest.raises(ironlock.InvalidArgumentError) as info:
+        ironlock.LockManager([url])
+    text = str(info.value) + repr(info.value)
+    for run in ("Hun", "unt", "ter2", "Sec", "cret"):
+        assert run not in text, text
+    assert "nodes[0]" in text and "127.0.0.1:6379" in text
+    assert "%23" in text and "%3F" in text and "%2F" in text

@@ -433,6 +433,22 @@ static void test_redaction(const harness *h) {
     CHECK(err != NULL && strstr(err, "s3cretpw") == NULL);
     if (lock) { ironlock_release(lock); ironlock_lock_free(lock); }
     ironlock_manager_free(m);
+    /* A password with an unencoded '#', '?' or '/' does not parse: no part of it is shown. */
+    const char *reserved[] = {"Hunter2#Secret", "Hunter2?Secret", "Hunter2/Secret"};
+    for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++) {
+        snprintf(url, sizeof url, "redis://alice:%s@127.0.0.1:6379", reserved[i]);
+        cfg = ironlock_config_new();
+        m = NULL;
+        s = ironlock_config_add_node(cfg, url);
+        if (s == IRONLOCK_OK) s = ironlock_manager_new(cfg, &m);
+        CHECK(m == NULL);
+        CHECK(s == IRONLOCK_INVALID_ARGUMENT);
+        const char *msg = ironlock_last_error();
+        CHECK(strstr(msg, "Hun") == NULL && strstr(msg, "ter2") == NULL);
+        CHECK(strstr(msg, "Sec") == NULL && strstr(msg, "cret") == NULL);
+        CHECK(strstr(msg, "nodes[0]") != NULL && strstr(msg, "%23") != NULL);
+        ironlock_config_free(cfg);
+    }
 }
 
 int main(void) {
