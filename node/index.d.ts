@@ -48,13 +48,16 @@ export declare class NativeLock {
    * `[held, deletedOn, reportJson]`; never fails for a lost lock.
    */
   release(id: number): void
-  /** Starts the core's auto-extension (stopped by `stopKeepAlive`, `release`, or loss). */
+  /**
+   * Starts the core's auto-extension (stopped by `stopKeepAlive`, `release`, loss, or when
+   * this object is finalized, at the latest when its environment exits).
+   */
   keepAlive(): void
   /** Stops auto-extension. */
   stopKeepAlive(): void
   /**
    * Resolves when the lock is lost, with the encoded LOST error (the envelope string) that
-   * says why, or with `null` once it was released.
+   * says why, or with `null` once it was released. Stops waiting when the environment exits.
    */
   waitLost(): Promise<string | null>
 }
@@ -73,7 +76,9 @@ export declare class NativeManager {
   /**
    * Acquires `resources` for `ttl_ms` and settles `id` with a `NativeLock`, or with CONTENDED
    * / UNAVAILABLE / … or, when `cancel` fires first, ABORTED (any key already set is released
-   * in the background). Throws at once for invalid arguments.
+   * in the background). Throws at once for invalid arguments. An acquire still waiting when
+   * the environment exits stops (with UNAVAILABLE, delivered to nobody) instead of taking a
+   * lock that nobody could release.
    */
   acquire(id: number, resources: Array<string>, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): void
   /**

@@ -14,12 +14,13 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use napi::bindgen_prelude::{FnArgs, Function, ToNapiValue, Unknown, spawn};
+use napi::bindgen_prelude::{FnArgs, Function, ToNapiValue, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Result, Status, sys};
 
 use crate::error::{code, encode};
 use crate::lock::NativeLock;
+use crate::runtime::spawn;
 
 /// A successful outcome, converted to a JS value on the JS thread.
 pub enum Done {

@@ -1,8 +1,10 @@
 //! Node-API bindings for the ironlock Redlock core (npm package `ironlock`).
 //!
 //! This crate only converts: JS values in, one core call, JS values (or an error) out. Every call
-//! that talks to Redis runs on the addon's tokio runtime (one worker thread, see `init`), which
-//! also runs the core's background tasks (reconnection, release notifications, auto-extension).
+//! that talks to Redis runs on the addon's tokio runtime (one worker thread, process-wide, see
+//! `runtime.rs`), which also runs the core's background tasks (reconnection, release
+//! notifications, auto-extension). The addon can be loaded by any number of environments (the
+//! main thread and worker threads), concurrently or one after another.
 //! `acquire`, `release` and `extend` settle through the manager's completion function
 //! (`complete.rs`); the rarer calls return napi Promises. The thin JS layer in `lib/` owns the
 //! Promises of the hot calls and adds what napi cannot express: error subclasses, `AbortSignal`
@@ -14,30 +16,13 @@ mod complete;
 mod error;
 mod lock;
 mod manager;
+mod runtime;
 mod settings;
 
 pub use lock::NativeLock;
 
 pub use manager::{CancelToken, NativeManager};
 pub use settings::{AcquireOptions, Settings};
-
-/// Gives the addon its own Tokio runtime with ONE worker thread, registered before napi's
-/// default (one worker per core) is built. Every Promise-returning call crosses from the JS
-/// thread to a worker and back; with one worker the Redis connection tasks, the request and the
-/// completion all run on the same thread, so a round costs two cross-thread wake-ups instead of
-/// up to four, and workers no longer steal work from each other (measured in bench/RESULTS.md).
-/// If the runtime cannot be built, napi's default runtime is used.
-#[napi_derive::module_init]
-fn init() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("ironlock-rt")
-        .enable_all()
-        .build();
-    if let Ok(rt) = rt {
-        napi::bindgen_prelude::create_custom_tokio_runtime(rt);
-    }
-}
 
 /// Resolves once the requests that decided rounds stopped waiting for (the last deletes of a
 /// release that returned at a quorum) have been answered or timed out, or after `limit_ms`;
@@ -46,9 +31,9 @@ fn init() {
 pub fn drain<'env>(
     env: &'env napi::Env,
     limit_ms: f64,
-) -> napi::Result<napi::bindgen_prelude::PromiseRaw<'env, bool>> {
+) -> napi::Result<napi::bindgen_prelude::Object<'env>> {
     let limit = settings::millis("limitMs", limit_ms)?;
-    env.spawn_future(async move {
+    runtime::EnvScope::of(env)?.promise(env, async move {
         let until = tokio::time::Instant::now() + limit;
         // `drain_blocking(ZERO)` only checks; the 1 ms sleeps keep the runtime thread free.
         while !ironlock::drain_blocking(std::time::Duration::ZERO) {

@@ -1,15 +1,16 @@
 //! `NativeLock`: a granted core `Lock` as a JS class, its per-node report, and the hooks the JS
 //! layer uses for `using` (auto-extension and the lost-lock signal).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ironlock::{KeepAlive, Lock};
-use napi::bindgen_prelude::{BigInt, PromiseRaw, within_runtime_if_available};
+use napi::bindgen_prelude::{BigInt, Object};
 use napi::{Env, Result};
 use napi_derive::napi;
 
 use crate::complete::{Completer, Done};
 use crate::error::{code, encode, report_json, to_napi};
+use crate::runtime::{EnvScope, enter};
 use crate::settings::millis;
 
 /// A lock granted by a quorum. Dropping it does not release it.
@@ -18,14 +19,16 @@ pub struct NativeLock {
     lock: Lock,
     keeper: Mutex<Option<KeepAlive>>,
     completer: Completer,
+    scope: Arc<EnvScope>,
 }
 
 impl NativeLock {
-    pub(crate) fn new(lock: Lock, completer: Completer) -> Self {
+    pub(crate) fn new(lock: Lock, completer: Completer, scope: Arc<EnvScope>) -> Self {
         NativeLock {
             lock,
             keeper: Mutex::new(None),
             completer,
+            scope,
         }
     }
 
@@ -114,10 +117,14 @@ impl NativeLock {
         });
     }
 
-    /// Starts the core's auto-extension (stopped by `stopKeepAlive`, `release`, or loss).
+    /// Starts the core's auto-extension (stopped by `stopKeepAlive`, `release`, loss, or when
+    /// this object is finalized, at the latest when its environment exits).
     #[napi(catch_unwind)]
     pub fn keep_alive(&self) {
-        let keeper = within_runtime_if_available(|| self.lock.keep_alive());
+        let keeper = {
+            let _runtime = enter();
+            self.lock.keep_alive()
+        };
         *self.keeper() = Some(keeper);
     }
 
@@ -130,11 +137,11 @@ impl NativeLock {
     }
 
     /// Resolves when the lock is lost, with the encoded LOST error (the envelope string) that
-    /// says why, or with `null` once it was released.
+    /// says why, or with `null` once it was released. Stops waiting when the environment exits.
     #[napi(ts_return_type = "Promise<string | null>", catch_unwind)]
-    pub fn wait_lost<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Option<String>>> {
+    pub fn wait_lost<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let lock = self.lock.clone();
-        env.spawn_future(async move {
+        self.scope.promise(env, async move {
             lock.lost().await;
             if lock.is_released() && !lock.is_lost() {
                 return Ok(None);

@@ -1,25 +1,45 @@
 //! `NativeManager`: the core `LockManager` behind a JS class, and the cancellation token that
 //! lets an `AbortSignal` stop a waiting acquire.
 
+use std::sync::{Arc, Weak};
+
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use ironlock::LockManager;
-use napi::bindgen_prelude::{Function, PromiseRaw, Unknown, spawn};
+use napi::bindgen_prelude::{Function, Object, Unknown};
 use napi::{Env, Result};
 use napi_derive::napi;
 use tokio::sync::watch;
 
 use crate::complete::{CompleteArgs, Completer, Done};
-use crate::error::{ABORTED, encode, to_napi};
+use crate::error::{ABORTED, code, encode, to_napi};
 use crate::lock::NativeLock;
+use crate::runtime::{Closable, EnvScope, spawn, until_set};
 use crate::settings::{AcquireOptions, Settings, millis};
 
 type Connecting = Shared<BoxFuture<'static, ironlock::Result<LockManager>>>;
+
+/// The core manager (once connected), shared with the environment's cleanup hook.
+struct Core(Connecting);
+
+impl Closable for Core {
+    /// The environment that created this manager exits: stop its background work (locks it
+    /// still holds expire with their ttl).
+    fn close_on_exit(&self) {
+        let manager = self.0.clone();
+        spawn(async move {
+            if let Ok(m) = manager.await {
+                m.close();
+            }
+        });
+    }
+}
 
 /// A lock manager over N Redis nodes. Construction validates synchronously and connects in the
 /// background; every operation waits for the connection attempt first.
 #[napi]
 pub struct NativeManager {
-    manager: Connecting,
+    core: Arc<Core>,
+    scope: Arc<EnvScope>,
     completer: Completer,
 }
 
@@ -34,25 +54,35 @@ impl NativeManager {
         ts_args_type = "nodes: Array<string>, settings: Settings | undefined | null, complete: (id: number, error: string | null, value: unknown) => void"
     )]
     pub fn new(
+        env: &Env,
         nodes: Vec<String>,
         settings: Option<Settings>,
         complete: Function<'_, CompleteArgs, Unknown<'static>>,
     ) -> Result<Self> {
-        let completer = Completer::new(&complete)?;
         let config = settings.unwrap_or_default().into_config(nodes)?;
         config.check().map_err(to_napi)?;
+        let scope = EnvScope::of(env)?;
+        let completer = Completer::new(&complete)?;
         let manager = LockManager::new(config).boxed().shared();
         // Connecting runs as a task on the runtime, whether or not anyone awaits it yet.
         let driver = manager.clone();
         spawn(async move {
             let _ = driver.await;
         });
-        Ok(NativeManager { manager, completer })
+        let core = Arc::new(Core(manager));
+        scope.register(Arc::downgrade(&core) as Weak<dyn Closable>);
+        Ok(NativeManager {
+            core,
+            scope,
+            completer,
+        })
     }
 
     /// Acquires `resources` for `ttl_ms` and settles `id` with a `NativeLock`, or with CONTENDED
     /// / UNAVAILABLE / … or, when `cancel` fires first, ABORTED (any key already set is released
-    /// in the background). Throws at once for invalid arguments.
+    /// in the background). Throws at once for invalid arguments. An acquire still waiting when
+    /// the environment exits stops (with UNAVAILABLE, delivered to nobody) instead of taking a
+    /// lock that nobody could release.
     #[napi(catch_unwind)]
     pub fn acquire(
         &self,
@@ -65,22 +95,34 @@ impl NativeManager {
         let ttl = millis("durationMs", ttl_ms)?;
         let options = options.unwrap_or_default().into_core()?;
         let cancelled = cancel.map(|c| c.tx.subscribe());
-        let manager = self.manager.clone();
+        let exited = self.scope.exited();
+        let manager = self.core.0.clone();
         let completer = self.completer.clone();
+        let scope = Arc::clone(&self.scope);
         self.completer.run(id, async move {
             let manager = manager.await.map_err(to_napi)?;
             let acquire = manager.acquire_with(&resources, ttl, options);
-            let result = match cancelled {
-                None => acquire.await,
-                Some(rx) => tokio::select! {
-                    r = acquire => r,
-                    () = until_cancelled(rx) => {
-                        return Err(encode(ABORTED, "the acquire was aborted", None));
-                    }
-                },
+            let cancelled = async move {
+                match cancelled {
+                    Some(rx) => until_set(rx).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let result = tokio::select! {
+                r = acquire => r,
+                () = cancelled => {
+                    return Err(encode(ABORTED, "the acquire was aborted", None));
+                }
+                () = until_set(exited) => {
+                    return Err(encode(
+                        code(ironlock::ErrorKind::Unavailable),
+                        "the JS environment that started the acquire exited",
+                        None,
+                    ));
+                }
             };
             result
-                .map(|lock| Done::Lock(NativeLock::new(lock, completer)))
+                .map(|lock| Done::Lock(NativeLock::new(lock, completer, scope)))
                 .map_err(to_napi)
         });
         Ok(())
@@ -89,29 +131,25 @@ impl NativeManager {
     /// Resolves once the first connection attempt to every node has finished (a node that is
     /// down does not fail it); rejects with CONNECTION when a host cannot be resolved.
     #[napi(ts_return_type = "Promise<void>", catch_unwind)]
-    pub fn ready<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-        let manager = self.manager.clone();
-        env.spawn_future(async move { manager.await.map(|_| ()).map_err(to_napi) })
+    pub fn ready<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+        let manager = self.core.0.clone();
+        self.scope.promise(
+            env,
+            async move { manager.await.map(|_| ()).map_err(to_napi) },
+        )
     }
 
     /// Stops the manager's background tasks; later operations reject with UNAVAILABLE. Locks
     /// already granted are not released.
     #[napi(ts_return_type = "Promise<void>", catch_unwind)]
-    pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-        let manager = self.manager.clone();
-        env.spawn_future(async move {
+    pub fn close<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+        let manager = self.core.0.clone();
+        self.scope.promise(env, async move {
             if let Ok(m) = manager.await {
                 m.close();
             }
             Ok(())
         })
-    }
-}
-
-/// Resolves when the token is cancelled; never when it is dropped uncancelled.
-async fn until_cancelled(mut rx: watch::Receiver<bool>) {
-    if rx.wait_for(|c| *c).await.is_err() {
-        std::future::pending::<()>().await;
     }
 }
 

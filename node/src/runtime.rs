@@ -1,0 +1,160 @@
+//! The addon's Tokio runtime and the per-environment bookkeeping that keeps every Node
+//! environment (the main thread and each worker thread) independent of the others.
+//!
+//! Node loads this addon once per process but registers it once per environment: every worker
+//! thread that `require`s `ironlock` gets its own module instance, and environments start and
+//! end in any order, concurrently or one after another. So:
+//!
+//! - One process-wide runtime ([`spawn`], [`enter`]), built on first use and never shut down.
+//!   napi-rs's own runtime is not used (the crate builds napi without its `async` feature): it
+//!   is shut down whenever the last environment that loaded the addon exits and rebuilt, with
+//!   napi's defaults, by the next one, which would kill the core's background work (the last
+//!   deletes of a release, reconnections) with the environment and race a worker that loads the
+//!   addon while another one exits.
+//! - Nothing bound to an environment outlives it on that runtime: the threadsafe functions and
+//!   deferred Promises that settle calls are napi's, which turn into no-ops once their
+//!   environment is gone, and [`EnvScope`] (one per environment, dropped by an environment
+//!   cleanup hook) closes the environment's managers and stops its waiting acquires and
+//!   `waitLost` watchers when the environment exits, whether or not JS closed them.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
+use futures_util::FutureExt;
+use napi::bindgen_prelude::{Object, ToNapiValue};
+use napi::{Env, Result};
+use tokio::runtime::{EnterGuard, Runtime};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::error::{code, encode};
+
+/// The runtime every core call and background task of the addon runs on. ONE worker thread:
+/// every call crosses from a JS thread to the worker and back, and with one worker the Redis
+/// connection tasks, the request and the completion all run on the same thread (two
+/// cross-thread wake-ups per round instead of up to four, no work stealing; bench/RESULTS.md).
+/// Process-wide and never shut down, so it is shared by every environment and outlives each.
+static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("ironlock-rt")
+        .enable_all()
+        .build()
+        .expect("ironlock: cannot start the Tokio runtime")
+});
+
+/// Runs `fut` on the addon's runtime.
+pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    RUNTIME.spawn(fut)
+}
+
+/// Enters the addon's runtime on the calling thread (for core calls that spawn tasks).
+pub fn enter() -> EnterGuard<'static> {
+    RUNTIME.enter()
+}
+
+/// Resolves once the flag behind `rx` is set; never when its sender is dropped unset.
+pub async fn until_set(mut rx: watch::Receiver<bool>) {
+    if rx.wait_for(|set| *set).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// What one environment started on the runtime: its managers (to close them when it exits) and
+/// the signal that stops its waiting tasks.
+pub struct EnvScope {
+    exited: watch::Sender<bool>,
+    managers: Mutex<Vec<Weak<dyn Closable>>>,
+}
+
+/// A manager that can be closed from the environment cleanup hook.
+pub trait Closable: Send + Sync {
+    /// Stops the manager's background work (without waiting on the JS thread).
+    fn close_on_exit(&self);
+}
+
+/// Live scopes by `napi_env` address. An entry is removed by the environment's cleanup hook
+/// before Node frees the env, so a reused address never finds a stale scope.
+static SCOPES: LazyLock<Mutex<HashMap<usize, Arc<EnvScope>>>> = LazyLock::new(Default::default);
+
+impl EnvScope {
+    /// The scope of `env`, created (with its cleanup hook) on first use in that environment.
+    pub fn of(env: &Env) -> Result<Arc<EnvScope>> {
+        let key = env.raw() as usize;
+        let mut scopes = SCOPES.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(scope) = scopes.get(&key) {
+            return Ok(Arc::clone(scope));
+        }
+        let scope = Arc::new(EnvScope {
+            exited: watch::channel(false).0,
+            managers: Mutex::new(Vec::new()),
+        });
+        // Runs on the environment's JS thread when it is torn down (worker exit or terminate,
+        // process exit), before napi finalizes the environment's objects.
+        env.add_env_cleanup_hook(key, |key| {
+            let scope = SCOPES
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+            if let Some(scope) = scope {
+                scope.exit();
+            }
+        })?;
+        scopes.insert(key, Arc::clone(&scope));
+        Ok(scope)
+    }
+
+    /// Registers a manager to close when the environment exits.
+    pub fn register(&self, manager: Weak<dyn Closable>) {
+        let mut managers = self.managers.lock().unwrap_or_else(|p| p.into_inner());
+        managers.retain(|m| m.strong_count() > 0);
+        managers.push(manager);
+    }
+
+    /// A receiver that turns `true` when the environment exits.
+    pub fn exited(&self) -> watch::Receiver<bool> {
+        self.exited.subscribe()
+    }
+
+    fn exit(&self) {
+        self.exited.send_replace(true);
+        let managers =
+            std::mem::take(&mut *self.managers.lock().unwrap_or_else(|p| p.into_inner()));
+        for m in managers.iter().filter_map(Weak::upgrade) {
+            m.close_on_exit();
+        }
+    }
+
+    /// A Promise settled by `fut`, run on the runtime. A panic rejects it with INTERNAL; when the
+    /// environment exits first, `fut` is dropped (nobody is left to settle).
+    pub fn promise<'env, T, F>(&self, env: &'env Env, fut: F) -> Result<Object<'env>>
+    where
+        T: ToNapiValue + Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let (deferred, promise) = env.create_deferred::<T, _>()?;
+        let exited = self.exited();
+        spawn(async move {
+            let outcome = tokio::select! {
+                r = AssertUnwindSafe(fut).catch_unwind() => r,
+                () = until_set(exited) => return,
+            };
+            match outcome {
+                Ok(Ok(v)) => deferred.resolve(move |_| Ok(v)),
+                Ok(Err(e)) => deferred.reject(e),
+                Err(_) => deferred.reject(encode(
+                    code(ironlock::ErrorKind::Internal),
+                    "ironlock: a task panicked",
+                    None,
+                )),
+            }
+        });
+        Ok(promise)
+    }
+}
