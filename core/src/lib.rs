@@ -26,7 +26,10 @@
 
 #![warn(missing_docs)]
 
+mod acquire;
+mod cluster;
 mod config;
+mod drain;
 mod error;
 mod lock;
 mod manager;
@@ -36,14 +39,16 @@ mod quorum;
 pub mod scripts;
 mod token;
 
+pub use acquire::AcquireOptions;
 pub use config::{
     Config, defaults, duration_from_millis_f64, duration_from_secs_f64, redact_url,
     resource_from_bytes, validate_resources,
 };
+pub use drain::{drain, drain_blocking};
 pub use error::{Error, ErrorKind, NodeReport, Report, Result, Vote};
 pub use lock::{KeepAlive, Lock, Released};
-pub use manager::{AcquireOptions, Holder, LockManager, NodeStatus, Stats};
-pub use node::drain_blocking;
+pub use manager::{Holder, LockManager, Stats};
+pub use node::NodeStatus;
 pub use quorum::{classify, quorum, validity};
 pub use token::new_token;
 

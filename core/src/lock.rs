@@ -1,5 +1,6 @@
-//! A held lock: its resources, token, validity deadline and fence. No I/O happens when it is
-//! dropped: release is explicit (bindings' context managers are sugar over it).
+//! A held lock: its resources, token, validity deadline and fence; extend, release, the loss
+//! rule and auto-extension. No I/O happens when it is dropped: release is explicit (bindings'
+//! context managers are sugar over it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,8 +9,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::cluster::Cluster;
 use crate::error::{Error, ErrorKind, Report, Result};
-use crate::manager::Shared;
+use crate::node::Node;
+use crate::quorum::{self, Reply, Round, Tally};
+use crate::scripts;
 
 pub(crate) struct LockState {
     pub(crate) ttl: Duration,
@@ -20,7 +24,7 @@ pub(crate) struct LockState {
 }
 
 pub(crate) struct LockInner {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) cluster: Arc<Cluster>,
     pub(crate) resources: Vec<String>,
     pub(crate) keys: Vec<String>,
     pub(crate) token: String,
@@ -161,7 +165,7 @@ impl Lock {
 
     /// Extends every key to `ttl` from now, on a quorum (SPEC §2, Extend).
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
-        crate::manager::extend(self, ttl).await
+        extend(self, ttl).await
     }
 
     /// Deletes the keys that still hold this lock's token, on every node (the request goes to
@@ -169,18 +173,41 @@ impl Lock {
     /// `node_timeout` passed). Never fails because the lock had expired or been taken over:
     /// that is reported as `held == false`.
     pub async fn release(&self) -> Released {
-        crate::manager::release(self).await
+        release(self).await
     }
 
-    /// Keeps the lock extended in the background until the returned handle is stopped or
-    /// dropped, the lock is released, or it is lost (then [`lost`](Self::lost) resolves at once).
-    /// Must be called inside a tokio runtime.
+    /// Ends a critical section: releases the lock and applies the loss rule, the same in every
+    /// language. The work held the lock to its end only if, when it ended, the lock was neither
+    /// marked lost nor past its validity deadline, AND the release still found its token on a
+    /// quorum of nodes (fewer means another client could have taken it meanwhile, whatever the
+    /// local clock said). Otherwise this fails with `Lost` and the release's report. The keys are
+    /// deleted wherever they still hold the token either way.
+    pub async fn finish(&self) -> Result<Released> {
+        let lost = self.is_lost();
+        let expired = !lost && !self.is_valid();
+        let released = self.release().await;
+        let why = if lost {
+            "it was lost before the work ended"
+        } else if expired {
+            "its validity ran out before the work ended"
+        } else if !released.held {
+            "fewer than a quorum of nodes still held its token at release"
+        } else {
+            return Ok(released);
+        };
+        Err(self.lost_error(why).with_report(released.report))
+    }
+
+    /// Keeps the lock extended in the background (on the manager's runtime; callable from any
+    /// thread) until the returned handle is stopped or dropped, the lock is released, or it is
+    /// lost. On loss (an extension finds no quorum holding the token, or the validity deadline
+    /// passes before an extension succeeds) [`lost`](Self::lost) resolves at once and the lock
+    /// is released: its keys are deleted wherever they still hold its token. This policy is the
+    /// same in every language.
     pub fn keep_alive(&self) -> KeepAlive {
         let lock = self.clone();
         KeepAlive {
-            task: Some(tokio::spawn(async move {
-                crate::manager::keep_alive(lock).await
-            })),
+            task: Some(self.inner.cluster.rt.spawn(keep_alive(lock))),
         }
     }
 
@@ -222,6 +249,193 @@ impl Drop for KeepAlive {
     fn drop(&mut self) {
         if let Some(t) = self.task.take() {
             t.abort();
+        }
+    }
+}
+
+/// Compare-and-delete on `nodes`: returns once a quorum of them deleted the keys (or every
+/// node answered, or `node_timeout` passed); the other deletes finish in the background.
+pub(crate) async fn release_on(
+    nodes: &[Arc<Node>],
+    keys: &[String],
+    token: &str,
+    announce: bool,
+) -> Round {
+    release_round(nodes, keys, token, announce, Tally::Release).await
+}
+
+pub(crate) async fn release_round(
+    nodes: &[Arc<Node>],
+    keys: &[String],
+    token: &str,
+    announce: bool,
+    tally: Tally,
+) -> Round {
+    let flag = if announce { "1" } else { "0" };
+    let cmd = Arc::new(scripts::evalsha(&scripts::RELEASE, keys, &[token, flag]));
+    quorum::run(nodes, tally, Instant::now(), |node| {
+        let cmd = cmd.clone();
+        async move {
+            match node.query::<i64>(&cmd).await {
+                Ok(n) if n > 0 => Reply::Yes(n as u64),
+                Ok(_) => Reply::No,
+                Err(f) => Reply::Failed(f),
+            }
+        }
+    })
+    .await
+}
+
+pub(crate) fn released(cluster: &Cluster, round: Round) -> Released {
+    Released {
+        held: round.granted >= cluster.quorum,
+        deleted_on: round.granted,
+        report: round.report,
+    }
+}
+
+async fn release(lock: &Lock) -> Released {
+    let inner = &lock.inner;
+    let round = release_on(&inner.cluster.nodes, &inner.keys, &inner.token, true).await;
+    let result = released(&inner.cluster, round);
+    let mut st = lock.state();
+    st.released = true;
+    st.report = result.report.clone();
+    drop(st);
+    inner
+        .lost_tx
+        .send_replace(inner.lost.load(Ordering::Acquire));
+    result
+}
+
+async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
+    let inner = &lock.inner;
+    let cluster = &inner.cluster;
+    let config = &cluster.config;
+    config.check_ttl("ttl", ttl)?;
+    {
+        let st = lock.state();
+        if st.released {
+            return Err(lock.lost_error("it was released"));
+        }
+        if let Some(max) = config.max_extensions {
+            if st.extensions >= max {
+                return Err(Error::invalid(format!(
+                    "extend: this lock reached max_extensions ({max})"
+                )));
+            }
+        }
+    }
+    if lock.is_lost() {
+        return Err(lock.lost_error("it was lost earlier"));
+    }
+    if Instant::now() >= lock.deadline() {
+        lock.mark_lost();
+        return Err(lock.lost_error("its validity ran out before the extension"));
+    }
+    let ttl_ms = ttl.as_millis().to_string();
+    let cmd = Arc::new(scripts::evalsha(
+        &scripts::EXTEND,
+        &inner.keys,
+        &[&inner.token, &ttl_ms],
+    ));
+    let t1 = Instant::now();
+    let round = quorum::run(&cluster.nodes, Tally::Eligible, t1, |node| {
+        let cmd = cmd.clone();
+        async move {
+            match node.query::<i64>(&cmd).await {
+                Ok(1) => Reply::Yes(0),
+                Ok(_) => Reply::No,
+                Err(f) => Reply::Failed(f),
+            }
+        }
+    })
+    .await;
+    let drift = config.drift(ttl);
+    let validity = quorum::validity(ttl, round.decided_at - t1, drift);
+    let mut st = lock.state();
+    if round.granted >= cluster.quorum && validity.is_some() {
+        st.report = round.report;
+        st.deadline = t1 + ttl - drift;
+        st.ttl = ttl;
+        st.extensions += 1;
+        drop(st);
+        inner.lost_tx.send_replace(false);
+        return Ok(());
+    }
+    st.report = round.report.clone();
+    drop(st);
+    if cluster.nodes.len() - round.refused < cluster.quorum {
+        lock.mark_lost();
+        return Err(lock
+            .lost_error("a majority of nodes no longer hold its token")
+            .with_report(round.report));
+    }
+    Err(Error::new(
+        ErrorKind::Unavailable,
+        format!(
+            "could not extend {:?}: {} of {} nodes extended, quorum {}; the lock stays valid until its previous deadline",
+            inner.resources,
+            round.granted,
+            cluster.nodes.len(),
+            cluster.quorum
+        ),
+    )
+    .with_report(round.report))
+}
+
+/// Auto-extension with the release-on-loss policy (SPEC §2): once the lock is lost, its keys
+/// are deleted wherever they still hold its token.
+async fn keep_alive(lock: Lock) {
+    extend_while_held(&lock).await;
+    if lock.is_lost() && !lock.is_released() {
+        release(&lock).await;
+    }
+}
+
+async fn extend_while_held(lock: &Lock) {
+    let config = &lock.inner.cluster.config;
+    let mut rx = lock.inner.lost_tx.subscribe();
+    loop {
+        if lock.is_lost() || lock.is_released() {
+            return;
+        }
+        let ttl = lock.ttl();
+        let threshold = config.extension_threshold.unwrap_or(ttl / 3).min(ttl / 2);
+        let deadline = lock.deadline();
+        let at = deadline.checked_sub(threshold).unwrap_or(deadline);
+        tokio::select! {
+            _ = tokio::time::sleep_until(at.into()) => {}
+            changed = rx.changed() => {
+                if changed.is_err() { return; }
+                continue;
+            }
+        }
+        if lock.is_lost() || lock.is_released() {
+            return;
+        }
+        if Instant::now() >= lock.deadline() {
+            lock.mark_lost();
+            return;
+        }
+        match extend(lock, ttl).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::Lost => return,
+            Err(e) if e.kind() == ErrorKind::InvalidArgument => {
+                // max_extensions reached: the lock runs out at its deadline.
+                tokio::time::sleep_until(lock.deadline().into()).await;
+                if !lock.is_released() {
+                    lock.mark_lost();
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "auto-extension failed; retrying");
+                let pause =
+                    (threshold / 4).clamp(Duration::from_millis(5), Duration::from_millis(500));
+                let until = (Instant::now() + pause).min(lock.deadline());
+                tokio::time::sleep_until(until.into()).await;
+            }
         }
     }
 }

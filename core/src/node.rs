@@ -1,7 +1,7 @@
 //! One Redis node: its multiplexed connection, per-request timeout, background reconnection and
 //! the restart quarantine read from `INFO server` on every (re)connection.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -9,6 +9,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
 use crate::config::{NodeSpec, scrub};
+use crate::drain::{Draining, InFlight};
 
 /// Why a node did not vote.
 #[derive(Debug, Clone)]
@@ -68,21 +69,62 @@ pub(crate) struct Node {
     reconnecting: AtomicBool,
     /// The server takes `SET … NX … GET` (read at connection; a lock-free read per request).
     set_nx_get: AtomicBool,
-    /// Requests whose round was decided before they were answered, still being drained.
-    draining: AtomicUsize,
+    /// The manager's count of requests whose round was decided before they were answered.
+    inflight: Arc<InFlight>,
+    /// The runtime the manager was created on: reconnections and drains run there, whichever
+    /// thread noticed that they are needed.
+    rt: tokio::runtime::Handle,
     pub(crate) counters: VoteCounters,
 }
 
+/// One node as the manager sees it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// URL with the password redacted.
+    pub url: String,
+    /// A connection is open.
+    pub connected: bool,
+    /// Connected and out of restart quarantine: its "yes" votes count.
+    pub eligible: bool,
+    /// Time left in restart quarantine.
+    pub quarantine_remaining: Duration,
+    /// `run_id` from `INFO server` at the last connection.
+    pub run_id: String,
+    /// Server version from `INFO server`.
+    pub version: String,
+    /// Server uptime (estimated from the last `INFO server`).
+    pub uptime: Duration,
+    /// The last connection error, if any.
+    pub last_error: Option<String>,
+    /// Counted "yes" votes.
+    pub votes_for: u64,
+    /// "No" votes.
+    pub votes_against: u64,
+    /// Errors (including "not connected").
+    pub errors: u64,
+    /// Timeouts.
+    pub timeouts: u64,
+    /// "Yes" votes refused by restart quarantine.
+    pub not_eligible: u64,
+    /// Successful reconnections.
+    pub reconnects: u64,
+}
+
+/// How a manager's nodes connect and where their background work runs.
+pub(crate) struct NodeSettings<'a> {
+    pub(crate) node_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    /// `None` when restart quarantine is off.
+    pub(crate) quarantine: Option<Duration>,
+    pub(crate) tls_ca_cert: Option<&'a [u8]>,
+    pub(crate) inflight: Arc<InFlight>,
+    pub(crate) rt: tokio::runtime::Handle,
+}
+
 impl Node {
-    pub(crate) fn new(
-        spec: NodeSpec,
-        node_timeout: Duration,
-        connect_timeout: Duration,
-        quarantine: Option<Duration>,
-        tls_ca_cert: Option<&[u8]>,
-    ) -> Result<Arc<Node>, String> {
+    pub(crate) fn new(spec: NodeSpec, settings: &NodeSettings<'_>) -> Result<Arc<Node>, String> {
         let tls = matches!(spec.info.addr(), redis::ConnectionAddr::TcpTls { .. });
-        let client = match tls_ca_cert {
+        let client = match settings.tls_ca_cert {
             Some(pem) if tls => {
                 let certs = redis::TlsCertificates {
                     client_tls: None,
@@ -97,9 +139,9 @@ impl Node {
             display: spec.display,
             secret: spec.secret,
             client,
-            node_timeout,
-            connect_timeout,
-            quarantine,
+            node_timeout: settings.node_timeout,
+            connect_timeout: settings.connect_timeout,
+            quarantine: settings.quarantine,
             state: Mutex::new(State {
                 conn: None,
                 generation: 0,
@@ -110,7 +152,8 @@ impl Node {
             }),
             reconnecting: AtomicBool::new(false),
             set_nx_get: AtomicBool::new(false),
-            draining: AtomicUsize::new(0),
+            inflight: settings.inflight.clone(),
+            rt: settings.rt.clone(),
             counters: VoteCounters::default(),
         }))
     }
@@ -192,17 +235,13 @@ impl Node {
             .last_error = Some(e);
     }
 
-    /// Starts the background reconnect loop unless one runs already. Needs a tokio runtime.
+    /// Starts the background reconnect loop on the manager's runtime unless one runs already.
     fn schedule_reconnect(self: &Arc<Self>) {
         if self.reconnecting.swap(true, Ordering::AcqRel) {
             return;
         }
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            self.reconnecting.store(false, Ordering::Release);
-            return;
-        };
         let weak: Weak<Node> = Arc::downgrade(self);
-        handle.spawn(async move {
+        self.rt.spawn(async move {
             let mut backoff = Duration::from_millis(20);
             loop {
                 tokio::time::sleep(backoff).await;
@@ -254,15 +293,13 @@ impl Node {
     }
 
     /// Counts one request drained in the background until the guard drops.
-    pub(crate) fn draining(self: &Arc<Self>) -> Draining {
-        self.draining.fetch_add(1, Ordering::AcqRel);
-        DRAINING.fetch_add(1, Ordering::AcqRel);
-        Draining(self.clone())
+    pub(crate) fn draining(&self) -> Draining {
+        Draining::new(&self.inflight)
     }
 
-    /// Requests to this node still drained in the background.
-    pub(crate) fn draining_now(&self) -> usize {
-        self.draining.load(Ordering::Acquire)
+    /// The runtime of the manager this node belongs to.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.rt
     }
 
     /// Whether the server takes `SET … NX … GET` (Redis and Valkey 7 and later), as read from
@@ -331,11 +368,11 @@ impl Node {
     }
 
     /// A snapshot for [`LockManager::node_status`](crate::LockManager::node_status).
-    pub(crate) fn status(&self) -> crate::manager::NodeStatus {
+    pub(crate) fn status(&self) -> NodeStatus {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         let info = st.info.clone().unwrap_or_default();
-        crate::manager::NodeStatus {
+        NodeStatus {
             url: self.display.clone(),
             connected: st.conn.is_some(),
             eligible: st.conn.is_some() && now >= st.eligible_at,
@@ -354,40 +391,6 @@ impl Node {
             not_eligible: self.counters.not_eligible.load(Ordering::Relaxed),
             reconnects: self.counters.reconnects.load(Ordering::Relaxed),
         }
-    }
-}
-
-/// One request of a decided round that is still in flight (see [`Node::draining`]).
-pub(crate) struct Draining(Arc<Node>);
-
-impl Drop for Draining {
-    fn drop(&mut self) {
-        self.0.draining.fetch_sub(1, Ordering::AcqRel);
-        DRAINING.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Requests of every manager in this process that are drained in the background.
-static DRAINING: AtomicUsize = AtomicUsize::new(0);
-
-/// Blocks the calling thread until every request that a round of any manager in this process
-/// stopped waiting for has been answered or has timed out, or until `limit` passes; true when
-/// none is left. Acquire and release return as soon as their outcome is decided (a release once
-/// a quorum deleted the keys), and the other requests finish on the runtime in the background:
-/// a binding calls this before its runtime stops or its process exits, so that the last
-/// deletes reach every node. Call it from a thread that is not a runtime worker (it sleeps in
-/// 1 ms steps; the runtime's threads do the work). In async Rust use
-/// [`LockManager::flush`](crate::LockManager::flush).
-pub fn drain_blocking(limit: Duration) -> bool {
-    let until = Instant::now() + limit;
-    loop {
-        if DRAINING.load(Ordering::Acquire) == 0 {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use redis::aio::PubSubSink;
+use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
@@ -86,6 +87,10 @@ impl Channels {
 /// One pub/sub connection per node, shared by every waiter of the manager.
 pub(crate) struct Notifier {
     nodes: Vec<Arc<Node>>,
+    /// A release wakes a waiter once this many nodes announced it.
+    quorum: u32,
+    /// The manager's runtime: subscriptions and readers run there.
+    rt: Handle,
     channels: Arc<Mutex<Channels>>,
     sinks: Vec<tokio::sync::Mutex<Option<PubSubSink>>>,
     tasks: Mutex<Vec<AbortHandle>>,
@@ -100,13 +105,15 @@ pub(crate) struct Watch {
 }
 
 impl Notifier {
-    pub(crate) fn new(nodes: Vec<Arc<Node>>) -> Arc<Self> {
+    pub(crate) fn new(nodes: Vec<Arc<Node>>, quorum: usize, rt: Handle) -> Arc<Self> {
         let sinks = nodes
             .iter()
             .map(|_| tokio::sync::Mutex::new(None))
             .collect();
         Arc::new(Notifier {
             nodes,
+            quorum: quorum as u32,
+            rt,
             channels: Arc::default(),
             sinks,
             tasks: Mutex::default(),
@@ -137,10 +144,10 @@ impl Notifier {
         };
         if !fresh.is_empty() {
             let this = self.clone();
-            if let Ok(h) = tokio::runtime::Handle::try_current() {
-                let task = h.spawn(async move { this.subscribe_all(fresh).await });
-                self.track(task.abort_handle());
-            }
+            let task = self
+                .rt
+                .spawn(async move { this.subscribe_all(fresh).await });
+            self.track(task.abort_handle());
         }
         Watch {
             notifier: self.clone(),
@@ -193,8 +200,8 @@ impl Notifier {
             sink.subscribe(&watched).await.ok()?;
         }
         let channels = self.channels.clone();
-        let quorum = crate::quorum::quorum(self.nodes.len()) as u32;
-        let task = tokio::spawn(async move {
+        let quorum = self.quorum;
+        let task = self.rt.spawn(async move {
             while let Some(msg) = stream.next().await {
                 let token: String = msg.get_payload().unwrap_or_default();
                 channels.lock().unwrap_or_else(|p| p.into_inner()).announce(
@@ -258,15 +265,13 @@ impl Drop for Watch {
         }
         // Unsubscribing is a message to Redis: hand it to the runtime rather than doing I/O here.
         let notifier = self.notifier.clone();
-        if let Ok(h) = tokio::runtime::Handle::try_current() {
-            h.spawn(async move {
-                for slot in &notifier.sinks {
-                    let sink = slot.lock().await.clone();
-                    if let Some(mut s) = sink {
-                        let _ = s.unsubscribe(&gone).await;
-                    }
+        self.notifier.rt.spawn(async move {
+            for slot in &notifier.sinks {
+                let sink = slot.lock().await.clone();
+                if let Some(mut s) = sink {
+                    let _ = s.unsubscribe(&gone).await;
                 }
-            });
-        }
+            }
+        });
     }
 }

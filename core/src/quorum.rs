@@ -212,16 +212,14 @@ where
             .zip(nodes)
             .filter_map(|(slot, node)| slot.map(|fut| (node.draining(), fut)))
             .collect();
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let until = deadline.unwrap_or_else(|| tokio::time::Instant::now() + node_timeout);
-            handle.spawn(tokio::time::timeout_at(
-                until,
-                futures_util::future::join_all(rest.into_iter().map(|(guard, fut)| async move {
-                    fut.await;
-                    drop(guard);
-                })),
-            ));
-        }
+        let until = deadline.unwrap_or_else(|| tokio::time::Instant::now() + node_timeout);
+        nodes[0].runtime().spawn(tokio::time::timeout_at(
+            until,
+            futures_util::future::join_all(rest.into_iter().map(|(guard, fut)| async move {
+                fut.await;
+                drop(guard);
+            })),
+        ));
     }
     Round {
         report: Report {

@@ -109,6 +109,9 @@ proptest! {
             3 => format!("unix:///tmp/r.sock?db=1&pass={pw}"),
             _ => format!("{user}:{pw}@127.0.0.1:{port}"),
         };
+        // Without a scheme, a "//" in the password makes the text before it a scheme and user
+        // name (`a://X:=@h` is the user X): that is another URL, not a password shown.
+        prop_assume!(form != 4 || !url.contains("://"));
         let mut shown = vec![ironlock::redact_url(&url)];
         let config = ironlock::Config::new([url.as_str()]);
         shown.push(format!("{config:?}"));

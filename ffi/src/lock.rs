@@ -103,7 +103,6 @@ impl ironlock_lock {
     fn stop_auto(&self) {
         let running = self.auto().take();
         if let Some(a) = running {
-            let _inside = self.rt.enter();
             a.stop();
         }
     }
@@ -351,7 +350,8 @@ pub unsafe extern "C" fn ironlock_lock_auto_extend(
         }
         let gate = Arc::new(Mutex::new(false));
         let callback = on_lost.map(|f| Callback { f, userdata });
-        let _inside = l.rt.enter();
+        // The core's keep-alive releases the lock on loss (the same policy in every language);
+        // this task only tells the C caller.
         let keep = l.lock.keep_alive();
         let watched = l.lock.clone();
         let watcher_gate = gate.clone();
@@ -363,7 +363,6 @@ pub unsafe extern "C" fn ironlock_lock_auto_extend(
             if let Some(cb) = &callback {
                 cb.fire_once(&watcher_gate);
             }
-            watched.release().await;
         });
         *auto = Some(AutoExtend {
             keep,

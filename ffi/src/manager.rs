@@ -34,8 +34,7 @@ impl ironlock_manager {
 
 impl Drop for ironlock_manager {
     fn drop(&mut self) {
-        // Background tasks are aborted inside the runtime that owns them; no Redis traffic.
-        let _inside = self.rt.enter();
+        // The core aborts its background tasks through handles; no Redis traffic.
         self.manager.take();
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ironlock::{Error, ErrorKind, Result};
-use tokio::runtime::{Builder, EnterGuard, Handle};
+use tokio::runtime::{Builder, Handle};
 use tokio::task::JoinHandle;
 
 /// A runtime that shuts down without blocking a runtime thread when the last handle goes.
@@ -66,10 +66,6 @@ impl Runtime {
     pub(crate) fn block_on<F: Future>(&self, future: F) -> Result<F::Output> {
         self.check_blocking()?;
         Ok(self.rt().block_on(future))
-    }
-
-    pub(crate) fn enter(&self) -> EnterGuard<'_> {
-        self.rt().enter()
     }
 
     pub(crate) fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>

@@ -257,6 +257,14 @@ impl Lock {
         runtime::block_on(py, async move { Ok(lock.release().await.held) })
     }
 
+    /// Ends a critical section: releases, and raises `LockLostError` (with the release's report)
+    /// when the work did not hold the lock to its end: it was lost, its validity ran out, or
+    /// fewer than a quorum of nodes still held its token at release.
+    fn finish(slf: PyRef<'_, Self>, py: Python<'_>) -> PyResult<()> {
+        let lock = slf.as_super().held.here(py, "release")?;
+        runtime::block_on(py, async move { lock.finish().await.map(drop) })
+    }
+
     /// Keeps the lock extended in the background until the handle is stopped or dropped.
     fn keep_alive(slf: PyRef<'_, Self>, py: Python<'_>) -> PyResult<KeepAlive> {
         KeepAlive::start(py, &slf.as_super().held)
@@ -294,6 +302,14 @@ impl AsyncLock {
     fn release<'py>(slf: PyRef<'py, Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let lock = slf.as_super().held.here(py, "release")?;
         runtime::awaitable(py, async move { Ok(lock.release().await.held) })
+    }
+
+    /// Ends a critical section: releases, and raises `LockLostError` (with the release's report)
+    /// when the work did not hold the lock to its end: it was lost, its validity ran out, or
+    /// fewer than a quorum of nodes still held its token at release.
+    fn finish<'py>(slf: PyRef<'py, Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lock = slf.as_super().held.here(py, "release")?;
+        runtime::awaitable(py, async move { lock.finish().await.map(drop) })
     }
 
     /// Keeps the lock extended in the background until the handle is stopped or dropped.
@@ -403,8 +419,6 @@ impl KeepAlive {
         let lock = held.here(py, "keep alive")?;
         // Watch for loss from the start, so `lost` is set at once even if read later.
         held.lost_state(py)?;
-        let handle = runtime::handle();
-        let _entered = handle.enter();
         Ok(KeepAlive {
             task: Mutex::new(Some(ProcessLocal::new(lock.keep_alive()))),
         })

@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import Any, Optional, Type
 
 from . import _native
-from ._sync import Resources, _LockSpec, _lost_error, _quorum_holds, _wait_for
+from ._sync import Resources, _LockSpec, _quorum_holds, _wait_for
 from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
 
 
@@ -40,10 +40,7 @@ class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
             raise RuntimeError("release unlocked lock")
         if keeper is not None:
             keeper.stop()
-        still_valid = lock.valid
-        held = await lock.release()
-        if not (still_valid and held):
-            raise _lost_error(lock, held)
+        await lock.finish()
 
     async def locked(self) -> bool:
         """True if this object holds the lock, or a quorum of nodes hold a key of one of its

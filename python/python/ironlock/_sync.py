@@ -12,14 +12,6 @@ from .exceptions import LockContendedError, LockLostError, QuorumUnavailableErro
 Resources = Union[str, Sequence[str]]
 
 
-def _lost_error(lock: Any, held: bool) -> LockLostError:
-    why = "its validity ran out" if held else "a quorum of nodes no longer held its token"
-    return LockLostError(
-        f"lock on {lock.resources!r} was lost before it was released: {why}",
-        report=lock.report,
-    )
-
-
 def _wait_for(blocking: bool, timeout: Optional[float], default: Any) -> Dict[str, Any]:
     """threading.Lock.acquire's (blocking, timeout) as acquire keywords."""
     if not blocking:
@@ -128,10 +120,7 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
             raise RuntimeError("release unlocked lock")
         if keeper is not None:
             keeper.stop()
-        still_valid = lock.valid
-        held = lock.release()
-        if not (still_valid and held):
-            raise _lost_error(lock, held)
+        lock.finish()
 
     def locked(self) -> bool:
         """True if this object holds the lock, or a quorum of nodes hold a key of one of its

@@ -1,0 +1,102 @@
+//! What a manager and every lock it granted share: the settings, the nodes, the runtime all
+//! background work runs on, the release notifier and the counters.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+
+use crate::config::Config;
+use crate::drain::InFlight;
+use crate::error::{Error, ErrorKind, Result};
+use crate::node::{Node, NodeSettings};
+use crate::notify::Notifier;
+use crate::quorum;
+
+pub(crate) struct Cluster {
+    pub(crate) config: Config,
+    pub(crate) nodes: Vec<Arc<Node>>,
+    pub(crate) quorum: usize,
+    /// The runtime the manager was created on. Every background task (reconnection, late
+    /// replies, rollback of a cancelled acquire, release wake-ups, auto-extension) is spawned
+    /// here, so it runs whichever thread (a binding's caller, a destructor) triggered it.
+    pub(crate) rt: Handle,
+    pub(crate) notifier: Arc<Notifier>,
+    pub(crate) inflight: Arc<InFlight>,
+    pub(crate) rounds: AtomicU64,
+    pub(crate) granted: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.notifier.shutdown();
+    }
+}
+
+impl Cluster {
+    /// Validates `config` and builds the nodes on `rt` (no connection yet).
+    pub(crate) fn new(config: Config, rt: Handle) -> Result<Cluster> {
+        let specs = config.validate()?;
+        let quarantine = config
+            .restart_quarantine
+            .then(|| config.max_ttl + config.drift(config.max_ttl) + Duration::from_secs(1));
+        let inflight = Arc::new(InFlight::new());
+        let settings = NodeSettings {
+            node_timeout: config.node_timeout,
+            connect_timeout: config.connect_timeout,
+            quarantine,
+            tls_ca_cert: config.tls_ca_cert.as_deref(),
+            inflight: inflight.clone(),
+            rt: rt.clone(),
+        };
+        let mut nodes = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.into_iter().enumerate() {
+            let display = spec.display.clone();
+            let node =
+                Node::new(spec, &settings).map_err(|e| match e.strip_prefix("tls_ca_cert: ") {
+                    Some(why) => {
+                        Error::invalid(format!("tls_ca_cert: unusable CA certificate: {why}"))
+                    }
+                    None => {
+                        Error::new(ErrorKind::Connection, format!("nodes[{i}]: {display}: {e}"))
+                    }
+                })?;
+            nodes.push(node);
+        }
+        let quorum = quorum::quorum(nodes.len());
+        let notifier = Notifier::new(nodes.clone(), quorum, rt.clone());
+        Ok(Cluster {
+            config,
+            nodes,
+            quorum,
+            rt,
+            notifier,
+            inflight,
+            rounds: AtomicU64::new(0),
+            granted: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The key of `resource` on every node.
+    pub(crate) fn key(&self, resource: &str) -> String {
+        format!("{}{resource}", self.config.key_prefix)
+    }
+
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.notifier.shutdown();
+    }
+
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                "the lock manager is closed",
+            ));
+        }
+        Ok(())
+    }
+}
