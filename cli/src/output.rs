@@ -99,17 +99,10 @@ pub fn millis(d: Duration) -> f64 {
     (d.as_micros() as f64) / 1000.0
 }
 
-/// A report as JSON: `{"elapsed_ms":…, "rounds":…, "nodes":[{"url","vote","error"}]}`.
+/// A report as JSON: `{"elapsed_ms":…, "rounds":…, "nodes":[{"url","vote","error"}]}`, in the
+/// core's one encoding ([`Report::to_json`]).
 pub fn report_json(report: &Report) -> Value {
-    json!({
-        "elapsed_ms": millis(report.elapsed),
-        "rounds": report.rounds,
-        "nodes": report.nodes.iter().map(|n| json!({
-            "url": n.url,
-            "vote": n.vote.as_str(),
-            "error": n.error,
-        })).collect::<Vec<_>>(),
-    })
+    serde_json::from_str(&report.to_json()).expect("the core writes valid JSON")
 }
 
 /// "3 for, 2 against" — only the votes that occurred, in a fixed order.

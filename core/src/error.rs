@@ -109,6 +109,61 @@ impl Report {
     }
 }
 
+impl Report {
+    /// The report as JSON, the one encoding every binding and the CLI use:
+    /// `{"elapsed_ms":1.234,"rounds":1,"nodes":[{"url":"…","vote":"for","error":null},…]}`
+    /// (`elapsed_ms` with microsecond precision; `vote` as [`Vote::as_str`]).
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(48 + self.nodes.len() * 64);
+        self.write_json(&mut out);
+        out
+    }
+
+    fn write_json(&self, out: &mut String) {
+        use fmt::Write as _;
+        let elapsed_ms = self.elapsed.as_micros() as f64 / 1000.0;
+        let _ = write!(
+            out,
+            "{{\"elapsed_ms\":{elapsed_ms},\"rounds\":{},\"nodes\":[",
+            self.rounds
+        );
+        for (i, n) in self.nodes.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"url\":");
+            json_string(out, &n.url);
+            let _ = write!(out, ",\"vote\":\"{}\",\"error\":", n.vote.as_str());
+            match &n.error {
+                Some(e) => json_string(out, e),
+                None => out.push_str("null"),
+            }
+            out.push('}');
+        }
+        out.push_str("]}");
+    }
+}
+
+/// Appends `s` as a JSON string literal.
+fn json_string(out: &mut String, s: &str) {
+    use fmt::Write as _;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "round {} in {:?}:", self.rounds, self.elapsed)?;
@@ -169,6 +224,39 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The error as JSON: `{"code":"CONTENDED","message":"…","report":{…}}` (`report` as
+    /// [`Report::to_json`], or `null`).
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(96);
+        out.push_str("{\"code\":\"");
+        out.push_str(self.kind.code());
+        out.push_str("\",\"message\":");
+        json_string(&mut out, &self.message);
+        out.push_str(",\"report\":");
+        match &self.report {
+            Some(r) => r.write_json(&mut out),
+            None => out.push_str("null"),
+        }
+        out.push('}');
+        out
+    }
+
+    /// The `Internal` error for a Rust panic a binding caught at its boundary (the payload of
+    /// `std::panic::catch_unwind`), in the same words in every language.
+    pub fn from_panic(payload: &(dyn std::any::Any + Send)) -> Error {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic payload".to_owned());
+        Error::new(
+            ErrorKind::Internal,
+            format!("internal error: a Rust panic was caught at the binding boundary: {what}"),
+        )
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;
@@ -190,3 +278,48 @@ impl fmt::Debug for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_json_encoding_with_elapsed_and_rounds() {
+        let report = Report {
+            nodes: vec![
+                NodeReport {
+                    url: "redis://a:***@h:1".into(),
+                    vote: Vote::For,
+                    error: None,
+                },
+                NodeReport {
+                    url: "redis://h:2".into(),
+                    vote: Vote::Error,
+                    error: Some("say \"no\"\n\u{1}".into()),
+                },
+            ],
+            elapsed: Duration::from_micros(1234),
+            rounds: 3,
+        };
+        assert_eq!(
+            report.to_json(),
+            r#"{"elapsed_ms":1.234,"rounds":3,"nodes":[{"url":"redis://a:***@h:1","vote":"for","error":null},{"url":"redis://h:2","vote":"error","error":"say \"no\"\n\u0001"}]}"#
+        );
+        let e = Error::new(ErrorKind::Contended, "held \\ elsewhere").with_report(report);
+        let json = e.to_json();
+        assert!(
+            json.starts_with(
+                r#"{"code":"CONTENDED","message":"held \\ elsewhere","report":{"elapsed_ms":1.234"#
+            ),
+            "{json}"
+        );
+        assert_eq!(
+            Error::new(ErrorKind::Lost, "x").to_json(),
+            r#"{"code":"LOST","message":"x","report":null}"#
+        );
+        let p = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
+        let e = Error::from_panic(&*p);
+        assert_eq!(e.kind(), ErrorKind::Internal);
+        assert!(e.message().ends_with("boom 1"), "{e}");
+    }
+}

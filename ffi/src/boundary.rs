@@ -2,7 +2,6 @@
 //! through [`call`] (fallible calls) or [`guard`] (accessors), so a Rust panic becomes
 //! `IRONLOCK_INTERNAL` (or the accessor's neutral value) and never unwinds into C.
 
-use std::any::Any;
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -26,7 +25,7 @@ pub(crate) fn call(body: impl FnOnce() -> Result<()>) -> ironlock_status {
             status_of(e.kind())
         }
         Err(panic) => {
-            set_last_error(&format!("internal error: {}", panic_text(&*panic)));
+            set_last_error(ironlock::Error::from_panic(&*panic).message());
             IRONLOCK_INTERNAL
         }
     }
@@ -35,15 +34,6 @@ pub(crate) fn call(body: impl FnOnce() -> Result<()>) -> ironlock_status {
 /// Runs an infallible body (accessors, `_free`); a panic yields `fallback`.
 pub(crate) fn guard<T>(fallback: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
-}
-
-fn panic_text(panic: &(dyn Any + Send)) -> String {
-    let what = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic payload".to_owned());
-    format!("a Rust panic was caught at the C boundary: {what}")
 }
 
 fn set_last_error(message: &str) {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use ironlock::{Error, ErrorKind};
+use ironlock::Error;
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use tokio::runtime::{Handle, Runtime};
@@ -173,17 +173,7 @@ impl<T> Drop for ProcessLocal<T> {
 async fn guarded<T>(fut: impl Future<Output = ironlock::Result<T>>) -> ironlock::Result<T> {
     match AssertUnwindSafe(fut).catch_unwind().await {
         Ok(r) => r,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_owned());
-            Err(Error::new(
-                ErrorKind::Internal,
-                format!("ironlock panicked: {what}"),
-            ))
-        }
+        Err(panic) => Err(Error::from_panic(&*panic)),
     }
 }
 
