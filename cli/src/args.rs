@@ -127,15 +127,10 @@ pub fn default_nodes(
     ironlock_nodes: Option<String>,
     redis_url: Option<String>,
 ) -> Result<Vec<String>, String> {
-    if let Some(list) = ironlock_nodes.filter(|s| !s.trim().is_empty()) {
-        let nodes: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
-        if nodes.iter().any(String::is_empty) {
-            return Err("IRONLOCK_NODES: empty entry in the comma-separated list".into());
+    for (var, value) in [("IRONLOCK_NODES", ironlock_nodes), ("REDIS_URL", redis_url)] {
+        if let Some(list) = value.filter(|s| !s.trim().is_empty()) {
+            return ironlock::split_node_list(var, &list).map_err(|e| e.message().to_owned());
         }
-        return Ok(nodes);
-    }
-    if let Some(url) = redis_url.filter(|s| !s.trim().is_empty()) {
-        return Ok(vec![url.trim().to_owned()]);
     }
     Ok(vec!["redis://127.0.0.1:6379".to_owned()])
 }

@@ -462,6 +462,110 @@ fn redact_conservatively(raw: &str) -> String {
     }
 }
 
+/// Splits a binding's single node string: comma-separated URLs, blanks around commas ignored.
+/// An empty entry is an error naming `what` (the argument or variable the text came from).
+pub fn split_node_list(what: &str, text: &str) -> Result<Vec<String>> {
+    let nodes: Vec<String> = text.split(',').map(|s| s.trim().to_owned()).collect();
+    if nodes.iter().any(String::is_empty) {
+        return Err(Error::invalid(format!(
+            "{what}: empty entry in the comma-separated list of node URLs"
+        )));
+    }
+    Ok(nodes)
+}
+
+/// The nodes to use when a caller gives none (the same rule in every language and the CLI):
+/// `IRONLOCK_NODES` (comma-separated), else `REDIS_URL`; `Ok(None)` when neither is set.
+pub fn nodes_from_env() -> Result<Option<Vec<String>>> {
+    for var in ["IRONLOCK_NODES", "REDIS_URL"] {
+        if let Ok(text) = std::env::var(var)
+            && !text.trim().is_empty()
+        {
+            return split_node_list(var, &text).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// A node given as parts (redis-py's keywords, ioredis's options), for [`node_url`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeParts {
+    /// Host name or address (default `127.0.0.1`); ignored when `path` is set.
+    pub host: Option<String>,
+    /// TCP port (default 6379).
+    pub port: Option<u16>,
+    /// Unix socket path (a `unix://` URL).
+    pub path: Option<String>,
+    /// ACL user name.
+    pub username: Option<String>,
+    /// Password (AUTH).
+    pub password: Option<String>,
+    /// Database number.
+    pub db: Option<i64>,
+    /// TLS (`rediss://`).
+    pub tls: bool,
+}
+
+/// The URL of a node given as parts; the user name and password are percent-encoded, so they
+/// may hold any character.
+pub fn node_url(parts: &NodeParts) -> Result<String> {
+    let mut u = match &parts.path {
+        Some(path) => {
+            let mut u = url::Url::parse("unix:///").expect("a valid base URL");
+            u.set_path(path);
+            if let Some(db) = parts.db {
+                u.query_pairs_mut().append_pair("db", &db.to_string());
+            }
+            u
+        }
+        None => {
+            let scheme = if parts.tls { "rediss" } else { "redis" };
+            let host = parts.host.as_deref().unwrap_or("127.0.0.1");
+            let host = if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]")
+            } else {
+                host.to_owned()
+            };
+            let port = parts.port.unwrap_or(6379);
+            let db = parts.db.map(|d| format!("/{d}")).unwrap_or_default();
+            url::Url::parse(&format!("{scheme}://{host}:{port}{db}")).map_err(|e| {
+                Error::invalid(format!(
+                    "host: {:?} is not a host name ({e})",
+                    cut(host.as_str())
+                ))
+            })?
+        }
+    };
+    if parts.path.is_some() {
+        if let Some(p) = &parts.password {
+            u.query_pairs_mut().append_pair("pass", p);
+        }
+        if let Some(user) = &parts.username {
+            u.query_pairs_mut().append_pair("user", user);
+        }
+        return Ok(u.to_string());
+    }
+    if let Some(user) = &parts.username {
+        u.set_username(user)
+            .map_err(|()| Error::invalid("username: cannot be set on this URL"))?;
+    }
+    if let Some(p) = &parts.password {
+        u.set_password(Some(p))
+            .map_err(|()| Error::invalid("password: cannot be set on this URL"))?;
+    }
+    Ok(u.to_string())
+}
+
+/// At most about 80 characters of `text` for a message, with "…" and the full length when cut.
+pub fn cut(text: &str) -> String {
+    const LIMIT: usize = 80;
+    if text.chars().count() <= LIMIT {
+        return text.to_owned();
+    }
+    let head: String = text.chars().take(LIMIT).collect();
+    format!("{head}… ({} characters)", text.chars().count())
+}
+
 /// Removes a secret from free text (error messages from the Redis client).
 pub(crate) fn scrub(text: &str, secret: Option<&str>) -> String {
     match secret {
@@ -600,6 +704,53 @@ mod tests {
         let specs = ok.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(specs[0].secret.as_deref(), Some("Hunter2#Secret"));
         assert_eq!(specs[0].display, "redis://alice:***@127.0.0.1:6379");
+    }
+
+    #[test]
+    fn node_lists_and_parts() {
+        assert_eq!(
+            split_node_list("nodes", "redis://a:1, redis://b:2").unwrap(),
+            ["redis://a:1", "redis://b:2"]
+        );
+        let e = split_node_list("IRONLOCK_NODES", "redis://a:1,,redis://b:2").unwrap_err();
+        assert!(e.message().starts_with("IRONLOCK_NODES:"), "{e}");
+        let url = node_url(&NodeParts {
+            host: Some("127.0.0.1".into()),
+            port: Some(7001),
+            username: Some("alice".into()),
+            password: Some("Hunter2#Secret/?@".into()),
+            db: Some(2),
+            ..Default::default()
+        })
+        .unwrap();
+        let specs = Config::new([url.as_str()]).validate().unwrap();
+        assert_eq!(specs[0].secret.as_deref(), Some("Hunter2#Secret/?@"));
+        assert_eq!(specs[0].display, "redis://alice:***@127.0.0.1:7001/2");
+        let tls = node_url(&NodeParts {
+            host: Some("::1".into()),
+            tls: true,
+            ..Default::default()
+        });
+        assert_eq!(tls.unwrap(), "rediss://[::1]:6379");
+        let unix = node_url(&NodeParts {
+            path: Some("/tmp/r.sock".into()),
+            db: Some(1),
+            password: Some("p&w".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(Config::new([unix.as_str()]).check().is_ok(), "{unix}");
+        assert!(
+            !redact_url(&unix).contains("p&w") && !redact_url(&unix).contains("p%26w"),
+            "{}",
+            redact_url(&unix)
+        );
+        assert_eq!(cut("short"), "short");
+        let long = cut(&"x".repeat(100_000));
+        assert!(
+            long.len() < 120 && long.ends_with("(100000 characters)"),
+            "{long}"
+        );
     }
 
     #[test]
