@@ -189,8 +189,13 @@ async fn acquire(
     let deadline = wait.and_then(|w| started.checked_add(w));
     let mut last_votes: Option<String> = None;
     let mut ticker = tokio::time::interval(TICK);
+    let mut first = true;
     loop {
-        let options = if args.nonblock {
+        // Without --wait the first attempt is one round, so that a node list where no node
+        // answers at all (a wrong --node) is reported at once, not after a chunk of retries.
+        let single = args.nonblock || (first && deadline.is_none());
+        first = false;
+        let options = if single {
             AcquireOptions::try_once()
         } else {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));

@@ -9,7 +9,7 @@ use crate::cluster::Cluster;
 use crate::config::{Config, validate_resources};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lock::{Lock, Released, release_round, released};
-use crate::node::{Node, NodeStatus};
+use crate::node::NodeStatus;
 use crate::quorum::Tally;
 
 /// Counters since the manager started.
@@ -73,12 +73,9 @@ impl LockManager {
                 "LockManager::new must run inside a tokio runtime",
             )
         })?;
-        let cluster = Cluster::new(config, rt)?;
-        resolve_hosts(&cluster.config, &cluster.nodes).await?;
-        futures_util::future::join_all(cluster.nodes.iter().map(|n| n.connect_or_schedule())).await;
-        Ok(LockManager {
-            cluster: Arc::new(cluster),
-        })
+        let cluster = Arc::new(Cluster::new(config, rt)?);
+        connect_until_quorum(&cluster).await?;
+        Ok(LockManager { cluster })
     }
 
     /// The settings this manager runs with.
@@ -206,29 +203,65 @@ impl LockManager {
     }
 }
 
-/// Fails fast with `Connection` when a TCP host name cannot be resolved at all.
-async fn resolve_hosts(config: &Config, nodes: &[Arc<Node>]) -> Result<()> {
-    for (i, node) in nodes.iter().enumerate() {
-        let addr = node.client().get_connection_info().addr();
-        let (host, port) = match addr {
-            redis::ConnectionAddr::Tcp(h, p) => (h, *p),
-            redis::ConnectionAddr::TcpTls { host, port, .. } => (host, *port),
-            _ => continue,
+/// How long start-up waits for the other nodes once a quorum is connected (at least).
+const QUORUM_GRACE: Duration = Duration::from_millis(200);
+
+/// Connects to every node at once and returns once every attempt has ended, or a short grace
+/// after a quorum is connected (twice the time the quorum took, at least `QUORUM_GRACE`): a
+/// silent node then costs start-up almost nothing, and keeps connecting in the background,
+/// while healthy nodes that are merely a little slower are all connected on return. Fails with
+/// `Connection` only when so many host names do not resolve that no quorum could ever form
+/// (nodes that refuse or time out may come back).
+async fn connect_until_quorum(cluster: &Arc<Cluster>) -> Result<()> {
+    let started = tokio::time::Instant::now();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for node in &cluster.nodes {
+        let (node, tx) = (node.clone(), tx.clone());
+        cluster.rt.spawn(async move {
+            let _ = tx.send(node.connect_or_schedule().await);
+        });
+    }
+    drop(tx);
+    let mut connected = 0;
+    let mut grace_until: Option<tokio::time::Instant> = None;
+    loop {
+        let next = match grace_until {
+            Some(until) => match tokio::time::timeout_at(until, rx.recv()).await {
+                Ok(next) => next,
+                Err(_) => return Ok(()),
+            },
+            None => rx.recv().await,
         };
-        let lookup = tokio::time::timeout(
-            config.connect_timeout,
-            tokio::net::lookup_host((host.as_str(), port)),
-        )
-        .await;
-        if let Ok(Err(e)) = lookup {
-            return Err(Error::new(
-                ErrorKind::Connection,
-                format!(
-                    "nodes[{i}]: cannot resolve {host:?} in {}: {e}",
-                    node.display
-                ),
-            ));
+        let Some(ok) = next else { break };
+        connected += usize::from(ok);
+        if connected >= cluster.quorum && grace_until.is_none() {
+            grace_until = Some(started + (2 * started.elapsed()).max(QUORUM_GRACE));
         }
+    }
+    if connected >= cluster.quorum {
+        return Ok(());
+    }
+    let unresolvable: Vec<String> = cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.unresolvable())
+        .map(|(i, n)| {
+            let why = n.status().last_error.unwrap_or_default();
+            format!("nodes[{i}] {}: {why}", n.display)
+        })
+        .collect();
+    if cluster.nodes.len() - unresolvable.len() < cluster.quorum {
+        return Err(Error::new(
+            ErrorKind::Connection,
+            format!(
+                "{} ({} of {} node host names do not resolve, so no quorum of {} can form)",
+                unresolvable.join("; "),
+                unresolvable.len(),
+                cluster.nodes.len(),
+                cluster.quorum,
+            ),
+        ));
     }
     Ok(())
 }

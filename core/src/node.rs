@@ -67,6 +67,8 @@ pub(crate) struct Node {
     quarantine: Option<Duration>,
     state: Mutex<State>,
     reconnecting: AtomicBool,
+    /// The last attempt found that the host name does not resolve.
+    unresolvable: AtomicBool,
     /// The server takes `SET … NX … GET` (read at connection; a lock-free read per request).
     set_nx_get: AtomicBool,
     /// The manager's count of requests whose round was decided before they were answered.
@@ -151,6 +153,7 @@ impl Node {
                 last_error: Some("not connected yet".to_owned()),
             }),
             reconnecting: AtomicBool::new(false),
+            unresolvable: AtomicBool::new(false),
             set_nx_get: AtomicBool::new(false),
             inflight: settings.inflight.clone(),
             rt: settings.rt.clone(),
@@ -167,14 +170,57 @@ impl Node {
     }
 
     /// Connects once (used at manager start); on failure a background reconnect loop takes over.
-    pub(crate) async fn connect_or_schedule(self: &Arc<Self>) {
-        if let Err(e) = self.try_connect().await {
-            self.note_error(e);
-            self.schedule_reconnect();
+    /// True when connected.
+    pub(crate) async fn connect_or_schedule(self: &Arc<Self>) -> bool {
+        // Counts as the reconnect loop while it runs: a request meanwhile starts no other.
+        self.reconnecting.store(true, Ordering::Release);
+        let attempt = self.try_connect().await;
+        self.reconnecting.store(false, Ordering::Release);
+        match attempt {
+            Ok(()) => true,
+            Err(e) => {
+                self.note_error(e);
+                self.schedule_reconnect();
+                false
+            }
+        }
+    }
+
+    /// True when the last connection attempt failed because the host name did not resolve.
+    pub(crate) fn unresolvable(&self) -> bool {
+        self.unresolvable.load(Ordering::Acquire)
+    }
+
+    /// Resolves a TCP node's host name first, so that a name that does not resolve is reported
+    /// as such ("cannot resolve host …"), not as whatever the connect attempt says.
+    async fn resolve(&self) -> Result<(), String> {
+        let (host, port) = match self.client.get_connection_info().addr() {
+            redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
+            redis::ConnectionAddr::TcpTls { host, port, .. } => (host.clone(), *port),
+            _ => return Ok(()),
+        };
+        let lookup = tokio::time::timeout(
+            self.connect_timeout,
+            tokio::net::lookup_host((host.as_str(), port)),
+        )
+        .await;
+        let failed = matches!(lookup, Ok(Err(_)));
+        self.unresolvable.store(failed, Ordering::Release);
+        match lookup {
+            Ok(Err(e)) => Err(format!(
+                "cannot resolve host {:?}: {e}",
+                crate::config::cut(&host)
+            )),
+            Err(_) => Err(format!(
+                "cannot resolve host {:?}: no answer within connect_timeout",
+                crate::config::cut(&host)
+            )),
+            Ok(Ok(_)) => Ok(()),
         }
     }
 
     async fn try_connect(&self) -> Result<(), String> {
+        self.resolve().await?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(None)

@@ -130,3 +130,77 @@ fn a_manager_used_only_from_foreign_threads_reconnects_after_a_restart() {
     );
     assert!(m.node_status()[0].reconnects >= 1, "{:?}", m.node_status());
 }
+
+/// A TCP listener that accepts connections and never answers (a blackholed node).
+fn silent_node() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}", listener.local_addr().unwrap());
+    (listener, url)
+}
+
+#[test]
+fn a_bad_node_among_good_ones_is_a_node_error_not_a_start_up_failure() {
+    let c = cluster(3);
+    let rt = binding_runtime();
+    let (_silent, silent) = silent_node();
+    let mut urls = c.urls();
+    urls.push(silent.clone());
+    urls.push("redis://no-such-host.invalid:6379".to_owned());
+    // N = 5, quorum 3: the three real nodes are enough.
+    let config = ironlock::Config::new(urls)
+        .restart_quarantine(false)
+        .connect_timeout(10 * SEC);
+    let started = Instant::now();
+    let m = rt.block_on(LockManager::new(config)).unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < 5 * SEC,
+        "start-up waited for the silent node's connect_timeout: {took:?}"
+    );
+    let lock = rt
+        .block_on(m.acquire(&[unique("bad-node")], 5 * SEC))
+        .unwrap();
+    let status = m.node_status();
+    let dns = status[4].last_error.clone().unwrap_or_default();
+    assert!(dns.contains("cannot resolve host"), "{dns}");
+    assert!(!status[3].connected, "{:?}", status[3]);
+    assert!(rt.block_on(lock.release()).held);
+    // Fewer resolvable hosts than a quorum: the node list cannot be used at all.
+    let mut urls = vec![c.urls()[0].clone()];
+    urls.push("redis://no-such-host.invalid:6379".to_owned());
+    urls.push("redis://another-host.invalid:6380".to_owned());
+    let e = rt
+        .block_on(LockManager::new(ironlock::Config::new(urls)))
+        .unwrap_err();
+    assert_eq!(e.kind(), ironlock::ErrorKind::Connection, "{e}");
+    assert!(
+        e.message().contains("nodes[1]") && e.message().contains("nodes[2]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_refused_node_is_reported_at_once() {
+    let rt = binding_runtime();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = ironlock::Config::new([format!("redis://127.0.0.1:{port}")])
+        .connect_timeout(10 * SEC)
+        .retry_count(0);
+    let started = Instant::now();
+    let m = rt.block_on(LockManager::new(config)).unwrap();
+    let e = rt.block_on(m.acquire(&["x"], SEC)).unwrap_err();
+    assert!(started.elapsed() < 5 * SEC, "{:?}", started.elapsed());
+    let report = e.report().unwrap();
+    assert_eq!(report.nodes[0].vote, ironlock::Vote::Error);
+    assert!(
+        report.nodes[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("refused"),
+        "{report}"
+    );
+}
