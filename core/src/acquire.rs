@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 use crate::cluster::Cluster;
-use crate::config::{Config, validate_resources};
+use crate::config::{Config, quote_resources, validate_resources};
 use crate::error::{Error, ErrorKind, Report, Result, Vote};
 use crate::lock::{Lock, LockInner, LockState, release_on};
 use crate::node::{Failure, Node};
@@ -260,7 +260,8 @@ async fn acquire_round(
     Err(Error::new(
         kind,
         format!(
-            "could not acquire {resources:?}: {why} ({} of {} nodes granted, quorum {})",
+            "could not acquire {}: {why} ({} of {} nodes granted, quorum {})",
+            quote_resources(resources),
             round.granted,
             cluster.nodes.len(),
             cluster.quorum

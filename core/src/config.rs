@@ -217,12 +217,14 @@ impl Config {
         ] {
             if d > DAY {
                 return Err(Error::invalid(format!(
-                    "{name}: {d:?} is longer than a day"
+                    "{name}: must be at most a day (86400 s)"
                 )));
             }
         }
-        if self.max_ttl > Duration::from_secs(u32::MAX as u64) {
-            return Err(Error::invalid("max_ttl: must be at most 2^32 - 1 seconds"));
+        if self.max_ttl > MAX_TTL_LIMIT {
+            return Err(Error::invalid(
+                "max_ttl: must be at most 2^53 - 1 ms (9007199254740991 ms, JavaScript's largest exact integer)",
+            ));
         }
         if self.drift(self.max_ttl) >= self.max_ttl {
             return Err(Error::invalid(
@@ -249,7 +251,7 @@ impl Config {
             if !seen.insert(identity) {
                 return Err(Error::invalid(format!(
                     "nodes[{i}]: duplicate node {}",
-                    spec.display
+                    cut(&spec.display)
                 )));
             }
             specs.push(spec);
@@ -270,7 +272,7 @@ impl Config {
         }
         if ttl > self.max_ttl {
             return Err(Error::invalid(format!(
-                "{name}: {ttl:?} exceeds max_ttl ({:?})",
+                "{name}: must be at most max_ttl ({:?})",
                 self.max_ttl
             )));
         }
@@ -285,6 +287,20 @@ impl Config {
 }
 
 const DAY: Duration = Duration::from_secs(86_400);
+
+/// The largest `max_ttl`: 2^53 − 1 ms, the largest integer a JavaScript number holds exactly
+/// (node-redlock's users pass durations up to `Number.MAX_SAFE_INTEGER`); Redis takes it in PX.
+const MAX_TTL_LIMIT: Duration = Duration::from_millis((1 << 53) - 1);
+
+/// A number for a message: in full when short, in scientific notation when huge (1e300 is not
+/// printed with its 301 digits).
+fn number(x: f64) -> String {
+    if x.is_finite() && x.abs() >= 1e15 {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
 
 fn nonzero(name: &str, d: Duration) -> Result<()> {
     if d.is_zero() {
@@ -304,9 +320,11 @@ fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
         return Err(Error::invalid(format!("{name}: empty URL")));
     }
     let display = redact_url(url);
+    // What messages quote: cut to ~80 characters.
+    let shown = cut(&display);
     let Some((scheme, _)) = url.split_once("://") else {
         return Err(Error::invalid(format!(
-            "{name}: unparsable URL {display:?} (expected redis://, rediss:// or unix://)"
+            "{name}: unparsable URL {shown:?} (expected redis://, rediss:// or unix://)"
         )));
     };
     let plausible = !scheme.is_empty()
@@ -315,7 +333,7 @@ fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
             .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
     if !plausible {
         return Err(Error::invalid(format!(
-            "{name}: unparsable URL {display} (expected redis://, rediss:// or unix://)"
+            "{name}: unparsable URL {shown} (expected redis://, rediss:// or unix://)"
         )));
     }
     if !matches!(
@@ -324,7 +342,10 @@ fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
     ) {
         return Err(Error::new(
             ErrorKind::Connection,
-            format!("{name}: unsupported scheme {scheme:?} in {display}"),
+            format!(
+                "{name}: unsupported scheme {:?} in {shown} (expected redis://, rediss:// or unix://)",
+                cut(scheme)
+            ),
         ));
     }
     let parsed = url::Url::parse(url);
@@ -332,7 +353,7 @@ fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
         && let Some(what) = misplaced_text(u)
     {
         return Err(Error::invalid(format!(
-            "{name}: unparsable URL {display}: {what}; {ENCODE_HINT}"
+            "{name}: unparsable URL {shown}: {what}; {ENCODE_HINT}"
         )));
     }
     let info: redis::ConnectionInfo = redis::IntoConnectionInfo::into_connection_info(url)
@@ -344,7 +365,7 @@ fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
             } else {
                 String::new()
             };
-            Error::invalid(format!("{name}: unparsable URL {display}: {why}{hint}"))
+            Error::invalid(format!("{name}: unparsable URL {shown}: {why}{hint}"))
         })?;
     let secret = info.redis_settings().password().map(str::to_owned);
     Ok(NodeSpec {
@@ -556,6 +577,12 @@ pub fn node_url(parts: &NodeParts) -> Result<String> {
     Ok(u.to_string())
 }
 
+/// Resource names for a message, cut like [`cut`].
+pub(crate) fn quote_resources<S: AsRef<str>>(resources: &[S]) -> String {
+    let names: Vec<&str> = resources.iter().map(AsRef::as_ref).collect();
+    cut(&format!("{names:?}"))
+}
+
 /// At most about 80 characters of `text` for a message, with "…" and the full length when cut.
 pub fn cut(text: &str) -> String {
     const LIMIT: usize = 80;
@@ -579,11 +606,17 @@ pub(crate) fn scrub(text: &str, secret: Option<&str>) -> String {
 pub fn duration_from_secs_f64(name: &str, secs: f64) -> Result<Duration> {
     if !secs.is_finite() || secs < 0.0 {
         return Err(Error::invalid(format!(
-            "{name}: must be a finite, non-negative number of seconds, got {secs}"
+            "{name}: must be a finite, non-negative number of seconds, got {}",
+            number(secs)
         )));
     }
-    Duration::try_from_secs_f64(secs)
-        .map_err(|_| Error::invalid(format!("{name}: {secs} seconds is out of range")))
+    Duration::try_from_secs_f64(secs).map_err(|_| {
+        Error::invalid(format!(
+            "{name}: {} seconds is out of range (at most {} s)",
+            number(secs),
+            u64::MAX
+        ))
+    })
 }
 
 /// Converts a binding's milliseconds (Node numbers, C integers) to a `Duration`, naming the
@@ -591,7 +624,8 @@ pub fn duration_from_secs_f64(name: &str, secs: f64) -> Result<Duration> {
 pub fn duration_from_millis_f64(name: &str, ms: f64) -> Result<Duration> {
     if !ms.is_finite() || ms < 0.0 || ms.fract() != 0.0 || ms > u64::MAX as f64 {
         return Err(Error::invalid(format!(
-            "{name}: must be a non-negative integer number of milliseconds, got {ms}"
+            "{name}: must be a non-negative integer number of milliseconds, got {}",
+            number(ms)
         )));
     }
     Ok(Duration::from_millis(ms as u64))
@@ -613,7 +647,8 @@ pub fn validate_resources<S: AsRef<str>>(resources: &[S]) -> Result<()> {
         }
         if !seen.insert(r) {
             return Err(Error::invalid(format!(
-                "resources[{i}]: duplicate resource {r:?}"
+                "resources[{i}]: duplicate resource {:?}",
+                cut(r)
             )));
         }
     }

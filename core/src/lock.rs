@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cluster::Cluster;
+use crate::config::quote_resources;
 use crate::error::{Error, ErrorKind, Report, Result};
 use crate::node::Node;
 use crate::quorum::{self, Reply, Round, Tally};
@@ -214,7 +215,10 @@ impl Lock {
     pub(crate) fn lost_error(&self, why: &str) -> Error {
         Error::new(
             ErrorKind::Lost,
-            format!("lock on {:?} lost: {why}", self.inner.resources),
+            format!(
+                "lock on {} lost: {why}",
+                quote_resources(&self.inner.resources)
+            ),
         )
     }
 }
@@ -374,8 +378,8 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     Err(Error::new(
         ErrorKind::Unavailable,
         format!(
-            "could not extend {:?}: {} of {} nodes extended, quorum {}; the lock stays valid until its previous deadline",
-            inner.resources,
+            "could not extend {}: {} of {} nodes extended, quorum {}; the lock stays valid until its previous deadline",
+            quote_resources(&inner.resources),
             round.granted,
             cluster.nodes.len(),
             cluster.quorum

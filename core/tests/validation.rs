@@ -158,3 +158,35 @@ async fn passwords_never_appear_in_errors_reports_or_debug() {
         assert!(!t.contains(secret), "password leaked: {t}");
     }
 }
+
+#[test]
+fn messages_quote_inputs_cut_and_numbers_by_their_limit() {
+    let long = "r".repeat(100_000);
+    let e = ironlock::validate_resources(&[long.as_str(), long.as_str()]).unwrap_err();
+    assert!(e.message().len() < 200, "{} bytes", e.message().len());
+    assert!(e.message().contains("(100000 characters)"), "{e}");
+    let e = ironlock::duration_from_secs_f64("ttl", 1e300).unwrap_err();
+    assert!(e.message().len() < 120 && e.message().contains("1e300"), "{e}");
+    let e = ironlock::duration_from_millis_f64("ttl", -1e300).unwrap_err();
+    assert!(e.message().len() < 120, "{e}");
+    let e = Config::new(["redis://127.0.0.1:1"])
+        .retry_delay(Duration::MAX)
+        .check()
+        .unwrap_err();
+    assert_eq!(e.message(), "retry_delay: must be at most a day (86400 s)");
+    let e = Config::new(["x".repeat(10_000)]).check().unwrap_err();
+    assert!(e.message().len() < 200 && e.message().contains("(10000 characters)"), "{e}");
+    let e = Config::new(["redis://127.0.0.1:1"])
+        .max_ttl(Duration::MAX)
+        .check()
+        .unwrap_err();
+    assert!(e.message().starts_with("max_ttl: must be at most"), "{e}");
+    // node-redlock's users pass durations up to Number.MAX_SAFE_INTEGER ms.
+    let huge = Duration::from_millis((1 << 53) - 1);
+    assert!(
+        Config::new(["redis://127.0.0.1:1"])
+            .max_ttl(huge)
+            .check()
+            .is_ok()
+    );
+}
