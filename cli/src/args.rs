@@ -77,19 +77,26 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 #[command(
-    override_usage = "ironlock run [OPTIONS] RESOURCE -- COMMAND [ARGS]...\n       ironlock run [OPTIONS] RESOURCE -c 'SHELL COMMAND'"
+    override_usage = "ironlock run [OPTIONS] RESOURCE [--] COMMAND [ARGS]...\n       ironlock run [OPTIONS] RESOURCE -c 'SHELL COMMAND'"
 )]
 pub struct RunArgs {
     /// Lock time to live in seconds; the lock is extended while the command runs
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
     pub ttl: f64,
 
-    /// Give up after waiting this many seconds (default: wait until acquired)
-    #[arg(short, long, value_name = "SECS", conflicts_with = "nonblock")]
+    /// Give up after waiting this many seconds (default: wait until acquired); flock's
+    /// --timeout is accepted too
+    #[arg(
+        short,
+        long,
+        visible_alias = "timeout",
+        value_name = "SECS",
+        conflicts_with = "nonblock"
+    )]
     pub wait: Option<f64>,
 
-    /// Try once; fail at once if the lock is held
-    #[arg(short, long)]
+    /// Try once; fail at once if the lock is held (flock's --nb is accepted too)
+    #[arg(short, long, visible_alias = "nb")]
     pub nonblock: bool,
 
     /// Exit code when the lock is held elsewhere (at once with -n, or when --wait runs out)
@@ -117,8 +124,14 @@ pub struct RunArgs {
     /// The resource to lock
     pub resource: String,
 
-    /// The command and its arguments (after --)
-    #[arg(last = true, value_name = "COMMAND", required_unless_present = "shell")]
+    /// The command and its arguments (as with flock, `--` before them is optional; everything
+    /// after the command's name is passed to it unchanged)
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND",
+        required_unless_present = "shell"
+    )]
     pub command: Vec<OsString>,
 }
 

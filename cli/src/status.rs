@@ -55,7 +55,7 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
         let summary = match holder {
             Some((t, n)) => format!("held by {t} on {n} of {} nodes", holders.len()),
             None if answered < quorum => format!(
-                "unknown: only {answered} of {} nodes answered (quorum {quorum})",
+                "unknown: only {answered} of {} nodes answered",
                 holders.len()
             ),
             None if holders.iter().all(|h| h.token.is_none()) => "free".to_owned(),

@@ -84,6 +84,12 @@ fn status_without_a_quorum_of_answers_exits_69() {
     let out = run(ironlock(&urls).args(["status", &unique("s")]), LIMIT);
     assert_eq!(code(&out), 69, "{}", stdout(&out));
     assert!(stdout(&out).contains("unknown"), "{}", stdout(&out));
+    assert_eq!(
+        stdout(&out).matches("quorum").count(),
+        1,
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]

@@ -131,8 +131,26 @@ fn exit_codes() {
     assert_eq!(code(&out), 127);
     assert!(stderr(&out).contains("cannot run"), "{}", stderr(&out));
 
+    // flock's habits: no `--` needed, the command's own options pass through unchanged.
+    let out = run(
+        ironlock(&urls).args(["run", &key, "sh", "-c", "exit 9"]),
+        limit,
+    );
+    assert_eq!(code(&out), 9, "stderr: {}", stderr(&out));
+
     // Held elsewhere: -E with -n at once, and with -w after the wait.
     let holder = hold(&urls, &[], &key, "exec sleep 20").child;
+    // flock's long spellings: --nb for -n, --timeout for -w.
+    let out = run(
+        ironlock(&urls).args(["run", "--nb", "-E", "41", &key, "true"]),
+        limit,
+    );
+    assert_eq!(code(&out), 41, "stderr: {}", stderr(&out));
+    let out = run(
+        ironlock(&urls).args(["run", "--timeout", "0.2", "-E", "40", &key, "true"]),
+        limit,
+    );
+    assert_eq!(code(&out), 40, "stderr: {}", stderr(&out));
     let out = run(
         ironlock(&urls).args(["run", "-n", "-E", "42", &key, "--", "true"]),
         limit,
