@@ -94,6 +94,7 @@ async fn run(sc: Value, mut cluster: common::Cluster) {
         .await
         .unwrap();
     let mut locks: HashMap<String, Lock> = HashMap::new();
+    let mut keepers = Vec::new();
     for (i, step) in sc["steps"].as_array().unwrap().iter().enumerate() {
         let op = step["op"].as_str().unwrap();
         let ctx = format!("{name} step {i} ({op})");
@@ -121,6 +122,11 @@ async fn run(sc: Value, mut cluster: common::Cluster) {
                 };
                 assert_eq!(got, step["expect"].as_str().unwrap(), "{ctx}: {r:?}");
                 check_votes(step, report.as_ref(), &ctx);
+                if let Some(rounds) = step.get("expect_rounds") {
+                    let report = report.as_ref().expect("a report");
+                    assert_eq!(u64::from(report.rounds), rounds.as_u64().unwrap(), "{ctx}");
+                    assert!(report.elapsed > Duration::ZERO, "{ctx}: {report}");
+                }
                 if let Ok(l) = r {
                     locks.insert(step["as"].as_str().unwrap().to_owned(), l);
                 }
@@ -129,6 +135,19 @@ async fn run(sc: Value, mut cluster: common::Cluster) {
                 let l = &locks[step["lock"].as_str().unwrap()];
                 let r = l.extend(ms(&step["ttl_ms"])).await;
                 assert_eq!(code(&r), step["expect"].as_str().unwrap(), "{ctx}: {r:?}");
+            }
+            "finish" => {
+                let l = &locks[step["lock"].as_str().unwrap()];
+                let r = l.finish().await.map(drop);
+                assert_eq!(code(&r), step["expect"].as_str().unwrap(), "{ctx}: {r:?}");
+            }
+            "keep_alive" => {
+                let l = &locks[step["lock"].as_str().unwrap()];
+                keepers.push(l.keep_alive());
+            }
+            "expect_lost" => {
+                let l = &locks[step["lock"].as_str().unwrap()];
+                assert_eq!(l.is_lost(), step["lost"].as_bool().unwrap(), "{ctx}");
             }
             "release" => {
                 let l = &locks[step["lock"].as_str().unwrap()];

@@ -198,6 +198,18 @@ impl LockBase {
         error::report_list(py, &self.held.read().report())
     }
 
+    /// Seconds the last operation's deciding round took (the round of `report`).
+    #[getter]
+    fn elapsed(&self) -> f64 {
+        self.held.read().report().elapsed.as_secs_f64()
+    }
+
+    /// Rounds the last operation ran (an acquire's retries count; 1 for extend and release).
+    #[getter]
+    fn rounds(&self) -> u32 {
+        self.held.read().report().rounds
+    }
+
     /// How many times the lock was extended.
     #[getter]
     fn extensions(&self) -> u32 {

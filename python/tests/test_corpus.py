@@ -95,6 +95,7 @@ def test_scenario(path: Path) -> None:
 def run(sc: Dict[str, Any], cluster: Cluster) -> None:
     manager = ironlock.LockManager(cluster.urls, **settings(sc.get("settings", {})))
     locks: Dict[str, ironlock.Lock] = {}
+    keepers: List[Any] = []
     for i, step in enumerate(sc["steps"]):
         op = step["op"]
         ctx = f"{sc['name']} step {i} ({op})"
@@ -110,10 +111,26 @@ def run(sc: Dict[str, Any], cluster: Cluster) -> None:
             except ironlock.IronlockError as e:
                 assert e.code == step["expect"], f"{ctx}: {e!r} {e.report}"
                 check_votes(step, e.report, ctx)
+                rounds, elapsed = e.rounds, e.elapsed
             else:
                 assert step["expect"] == "ok", f"{ctx}: granted {lock!r}"
                 check_votes(step, lock.report, ctx)
                 locks[step["as"]] = lock
+                rounds, elapsed = lock.rounds, lock.elapsed
+            if "expect_rounds" in step:
+                assert rounds == step["expect_rounds"], f"{ctx}: {rounds} rounds"
+                assert elapsed is not None and elapsed > 0, f"{ctx}: elapsed {elapsed}"
+        elif op == "finish":
+            try:
+                locks[step["lock"]].finish()
+                got = "ok"
+            except ironlock.IronlockError as e:
+                got = e.code
+            assert got == step["expect"], ctx
+        elif op == "keep_alive":
+            keepers.append(locks[step["lock"]].keep_alive())
+        elif op == "expect_lost":
+            assert locks[step["lock"]].lost.is_set() == step["lost"], ctx
         elif op == "extend":
             lock = locks[step["lock"]]
             try:
