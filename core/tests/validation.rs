@@ -166,7 +166,10 @@ fn messages_quote_inputs_cut_and_numbers_by_their_limit() {
     assert!(e.message().len() < 200, "{} bytes", e.message().len());
     assert!(e.message().contains("(100000 characters)"), "{e}");
     let e = ironlock::duration_from_secs_f64("ttl", 1e300).unwrap_err();
-    assert!(e.message().len() < 120 && e.message().contains("1e300"), "{e}");
+    assert!(
+        e.message().len() < 120 && e.message().contains("1e300"),
+        "{e}"
+    );
     let e = ironlock::duration_from_millis_f64("ttl", -1e300).unwrap_err();
     assert!(e.message().len() < 120, "{e}");
     let e = Config::new(["redis://127.0.0.1:1"])
@@ -175,7 +178,10 @@ fn messages_quote_inputs_cut_and_numbers_by_their_limit() {
         .unwrap_err();
     assert_eq!(e.message(), "retry_delay: must be at most a day (86400 s)");
     let e = Config::new(["x".repeat(10_000)]).check().unwrap_err();
-    assert!(e.message().len() < 200 && e.message().contains("(10000 characters)"), "{e}");
+    assert!(
+        e.message().len() < 200 && e.message().contains("(10000 characters)"),
+        "{e}"
+    );
     let e = Config::new(["redis://127.0.0.1:1"])
         .max_ttl(Duration::MAX)
         .check()
