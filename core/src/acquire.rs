@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use crate::cluster::Cluster;
 use crate::config::{Config, quote_resources, validate_resources};
-use crate::error::{Error, ErrorKind, Report, Result, Vote};
+use crate::error::{Error, ErrorKind, Report, Result, Vote, with_summary};
 use crate::lock::{Lock, LockInner, LockState, release_on};
 use crate::node::{Failure, Node};
 use crate::quorum::{self, Reply, Round, Tally};
@@ -260,11 +260,12 @@ async fn acquire_round(
     Err(Error::new(
         kind,
         format!(
-            "could not acquire {}: {why} ({} of {} nodes granted, quorum {})",
+            "could not acquire {}: {why} ({} of {} nodes granted, quorum {}){}",
             quote_resources(resources),
             round.granted,
             cluster.nodes.len(),
-            cluster.quorum
+            cluster.quorum,
+            with_summary(report.summary("grant", "held by another client")),
         ),
     )
     .with_report(report))

@@ -110,6 +110,54 @@ impl Report {
 }
 
 impl Report {
+    /// One line saying why the nodes that did not vote "for" did not, for error messages:
+    /// "3 of 3 nodes are in restart quarantine (restarted 2 s ago, counted again in 59 s …)" or
+    /// "2 of 5 nodes did not grant: connection refused (redis://…:7002), timeout (…)".
+    /// `verb` names the operation ("grant", "extend"); `against` is what a "no" means for it
+    /// ("held by another client" for acquire). Empty when every node voted "for" (or had not
+    /// answered yet).
+    pub fn summary(&self, verb: &str, against: &str) -> String {
+        let n = self.nodes.len();
+        let others: Vec<&NodeReport> = self
+            .nodes
+            .iter()
+            .filter(|r| !matches!(r.vote, Vote::For | Vote::Pending))
+            .collect();
+        if others.is_empty() {
+            return String::new();
+        }
+        if others.iter().all(|r| r.vote == Vote::NotEligible) {
+            let why = others[0]
+                .error
+                .as_deref()
+                .unwrap_or("in restart quarantine");
+            let why = why.strip_prefix("in restart quarantine: ").unwrap_or(why);
+            return format!(
+                "{} of {n} nodes are in restart quarantine ({why})",
+                others.len()
+            );
+        }
+        let parts: Vec<String> = others
+            .iter()
+            .map(|r| {
+                let why = match (r.vote, r.error.as_deref()) {
+                    (Vote::Against, _) => against.to_owned(),
+                    (Vote::Timeout, _) => "timeout".to_owned(),
+                    (_, Some(e)) => {
+                        crate::config::cut(e.strip_prefix("not connected: ").unwrap_or(e))
+                    }
+                    (v, None) => v.as_str().to_owned(),
+                };
+                format!("{why} ({})", r.url)
+            })
+            .collect();
+        format!(
+            "{} of {n} nodes did not {verb}: {}",
+            others.len(),
+            parts.join(", ")
+        )
+    }
+
     /// The report as JSON, the one encoding every binding and the CLI use:
     /// `{"elapsed_ms":1.234,"rounds":1,"nodes":[{"url":"…","vote":"for","error":null},…]}`
     /// (`elapsed_ms` with microsecond precision; `vote` as [`Vote::as_str`]).
@@ -141,6 +189,15 @@ impl Report {
             out.push('}');
         }
         out.push_str("]}");
+    }
+}
+
+/// `": summary"`, or nothing when the summary is empty (for messages).
+pub(crate) fn with_summary(summary: String) -> String {
+    if summary.is_empty() {
+        summary
+    } else {
+        format!(": {summary}")
     }
 }
 

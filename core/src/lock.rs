@@ -378,11 +378,12 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     Err(Error::new(
         ErrorKind::Unavailable,
         format!(
-            "could not extend {}: {} of {} nodes extended, quorum {}; the lock stays valid until its previous deadline",
+            "could not extend {}: {} of {} nodes extended, quorum {}; the lock stays valid until its previous deadline{}",
             quote_resources(&inner.resources),
             round.granted,
             cluster.nodes.len(),
-            cluster.quorum
+            cluster.quorum,
+            crate::error::with_summary(round.report.summary("extend", "no longer holds its token")),
         ),
     )
     .with_report(round.report))

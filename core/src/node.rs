@@ -320,6 +320,23 @@ impl Node {
                 .eligible_at
     }
 
+    /// Why this node's "yes" does not count yet, for the report: when it restarted and when it
+    /// counts again.
+    pub(crate) fn quarantine_text(&self) -> String {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let left = st.eligible_at.saturating_duration_since(now);
+        let up = match (&st.info, st.connected_at) {
+            (Some(info), Some(at)) => info.uptime + now.saturating_duration_since(at),
+            _ => Duration::ZERO,
+        };
+        format!(
+            "in restart quarantine: restarted {} s ago, counted again in {} s (see restart_quarantine)",
+            up.as_secs(),
+            left.as_secs() + u64::from(left.subsec_nanos() > 0)
+        )
+    }
+
     /// The bound on one request: enforced by the round that sends it (`quorum::run`).
     pub(crate) fn node_timeout(&self) -> Duration {
         self.node_timeout

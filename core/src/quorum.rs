@@ -143,8 +143,7 @@ where
                     } else {
                         failed += 1;
                         r.vote = Vote::NotEligible;
-                        r.error =
-                            Some("restarted recently: quarantined by restart_quarantine".into());
+                        r.error = Some(node.quarantine_text());
                         counters.not_eligible.fetch_add(1, Ordering::Relaxed);
                     }
                 }
