@@ -37,6 +37,7 @@ mod node;
 mod notify;
 mod quorum;
 pub mod scripts;
+mod settings;
 mod token;
 
 pub use acquire::AcquireOptions;
@@ -50,6 +51,7 @@ pub use lock::{KeepAlive, Lock, Released};
 pub use manager::{Holder, LockManager, Stats};
 pub use node::NodeStatus;
 pub use quorum::{classify, quorum, validity};
+pub use settings::{SETTINGS, Setting, SettingKind, SettingValue, setting};
 pub use token::new_token;
 
 /// The crate version.

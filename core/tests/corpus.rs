@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ironlock::{AcquireOptions, Config, Lock, LockManager, Vote};
+use ironlock::{AcquireOptions, Config, Lock, LockManager, SettingKind, SettingValue, Vote};
 use serde_json::Value;
 
 /// Commands of `redis` steps that only read, so that a mismatch may be retried.
@@ -27,22 +27,18 @@ fn settings(urls: Vec<String>, s: &Value) -> Config {
         .connect_timeout(Duration::from_secs(5));
     let Some(map) = s.as_object() else { return c };
     for (k, v) in map {
-        c = match k.as_str() {
-            "retry_count" => c.retry_count(v.as_u64().unwrap() as u32),
-            "retry_delay_ms" => c.retry_delay(ms(v)),
-            "retry_jitter_ms" => c.retry_jitter(ms(v)),
-            "drift_factor" => c.drift_factor(v.as_f64().unwrap()),
-            "drift_constant_ms" => c.drift_constant(ms(v)),
-            "node_timeout_ms" => c.node_timeout(ms(v)),
-            "connect_timeout_ms" => c.connect_timeout(ms(v)),
-            "max_ttl_ms" => c.max_ttl(ms(v)),
-            "restart_quarantine" => c.restart_quarantine(v.as_bool().unwrap()),
-            "key_prefix" => c.key_prefix(v.as_str().unwrap()),
-            "min_validity_ms" => c.min_validity(ms(v)),
-            "max_extensions" => c.max_extensions(Some(v.as_u64().unwrap() as u32)),
-            "extension_threshold_ms" => c.extension_threshold(Some(ms(v))),
-            other => panic!("unknown setting {other}"),
+        // Durations are `<name>_ms` in the corpus; everything else is named as in the table.
+        let name = k.strip_suffix("_ms").unwrap_or(k);
+        let value = match ironlock::setting(name).unwrap().kind {
+            SettingKind::Count | SettingKind::OptionalCount => {
+                SettingValue::Count(v.as_u64().unwrap())
+            }
+            SettingKind::Duration | SettingKind::OptionalDuration => SettingValue::Duration(ms(v)),
+            SettingKind::Fraction => SettingValue::Fraction(v.as_f64().unwrap()),
+            SettingKind::Flag => SettingValue::Flag(v.as_bool().unwrap()),
+            SettingKind::Text => SettingValue::Text(v.as_str().unwrap().to_owned()),
         };
+        c = c.set(name, value).unwrap();
     }
     c
 }
