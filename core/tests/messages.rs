@@ -16,7 +16,9 @@ async fn fresh_nodes_in_restart_quarantine_are_named_with_the_time_left() {
     assert_eq!(e.kind(), ErrorKind::Unavailable);
     let text = e.message();
     assert!(
-        text.contains("3 of 3 nodes are in restart quarantine (restarted 0 s ago, counted again in 6"),
+        text.contains(
+            "3 of 3 nodes are in restart quarantine (restarted 0 s ago, counted again in 6"
+        ),
         "{text}"
     );
     assert!(text.contains("see restart_quarantine"), "{text}");
