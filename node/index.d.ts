@@ -34,8 +34,9 @@ export declare class NativeLock {
   /** True once the lock is known lost. */
   isLost(): boolean
   /**
-   * The per-node report of the last operation on this lock, as a JSON array of
-   * `{url, vote, error}` (the JS layer parses it when `lock.report` is read).
+   * The per-node report of the last operation on this lock, as the core's JSON
+   * (`{"elapsed_ms", "rounds", "nodes": [{url, vote, error}]}`, parsed by the JS layer when
+   * `lock.report` is read).
    */
   get reportJson(): string
   /**
@@ -49,17 +50,25 @@ export declare class NativeLock {
    */
   release(id: number): void
   /**
+   * Ends a critical section with the core's loss rule (`Lock::finish`): releases, then
+   * settles `id` with `[held, deletedOn, reportJson]` when the lock was held to the end, or
+   * with LOST (carrying the release's report) when it was lost, ran out of validity, or the
+   * release found its token on fewer than a quorum.
+   */
+  finish(id: number): void
+  /**
    * Starts the core's auto-extension (stopped by `stopKeepAlive`, `release`, loss, or when
-   * this object is finalized, at the latest when its environment exits).
+   * this object is finalized, at the latest when its environment exits). On loss the core
+   * releases the lock itself.
    */
   keepAlive(): void
   /** Stops auto-extension. */
   stopKeepAlive(): void
   /**
-   * Resolves when the lock is lost, with the encoded LOST error (the envelope string) that
-   * says why, or with `null` once it was released. Stops waiting when the environment exits.
+   * Resolves with `true` when the lock is lost (`reportJson` then says why), or with `false`
+   * once it was released. Stops waiting when the environment exits.
    */
-  waitLost(): Promise<string | null>
+  waitLost(): Promise<boolean>
 }
 
 /**
@@ -82,8 +91,10 @@ export declare class NativeManager {
    */
   acquire(id: number, resources: Array<string>, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): void
   /**
-   * Resolves once the first connection attempt to every node has finished (a node that is
-   * down does not fail it); rejects with CONNECTION when a host cannot be resolved.
+   * Resolves once the manager has started: a quorum of nodes is connected, or every node's
+   * first connection attempt has finished (a node that is down, silent or cannot be resolved
+   * does not fail it: it votes "error" until a background reconnection succeeds). Rejects
+   * with CONNECTION when fewer hosts than a quorum can be resolved.
    */
   ready(): Promise<void>
   /**
@@ -107,11 +118,23 @@ export interface AcquireOptions {
 export declare function coreVersion(): string
 
 /**
+ * Deliberately panics inside the panic boundary (on the JS thread, or in a task on the
+ * addon's runtime when `in_task`) and throws or rejects with what the boundary made of it:
+ * always INTERNAL, with the core's panic message. Lets tests verify that a Rust panic never
+ * reaches Node as a crash (as `ironlock_debug_panic` does for C).
+ */
+export declare function debugPanic(inTask: boolean): Promise<void>
+
+/**
  * Resolves once the requests that decided rounds stopped waiting for (the last deletes of a
  * release that returned at a quorum) have been answered or timed out, or after `limit_ms`;
- * `true` when none is left. The JS layer awaits it before the process exits.
+ * `true` when none is left. The JS layer awaits it before the process exits. The core's wait
+ * sleeps until the last request ends: nothing polls.
  */
 export declare function drain(limitMs: number): Promise<boolean>
+
+/** Q = floor(N / 2) + 1: the quorum of `n` nodes, as the core computes it. */
+export declare function quorum(n: number): number
 
 /** Manager settings; every field is optional and defaults as in the core. */
 export interface Settings {

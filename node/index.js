@@ -839,4 +839,6 @@ module.exports.CancelToken = nativeBinding.CancelToken
 module.exports.NativeLock = nativeBinding.NativeLock
 module.exports.NativeManager = nativeBinding.NativeManager
 module.exports.coreVersion = nativeBinding.coreVersion
+module.exports.debugPanic = nativeBinding.debugPanic
 module.exports.drain = nativeBinding.drain
+module.exports.quorum = nativeBinding.quorum

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Node package tests: install the npm tools, build the addon with the napi CLI, check the
-# committed generated loader and types for drift, then run every `node --test` suite (corpus,
-# bad input, API, example, TypeScript, packed tarball) against real redis-server nodes.
+# Node package tests: install the npm tools, build the addon with the napi CLI (release, as
+# shipped; IRONLOCK_NODE_RELEASE=0 for a faster debug build while developing), check the
+# committed generated loader and types for drift, run every `node --test` suite (corpus, bad
+# input, API, example, TypeScript, workers, packed tarball) against real redis-server nodes, then
+# node-redlock's own test suite against ironlock's Redlock (peer-tests.mjs).
 # Run from anywhere; exits non-zero on any failure.
 set -euo pipefail
 
@@ -23,9 +25,12 @@ echo "== napi build"
 saved="$(mktemp -d)"
 trap 'rm -rf "$saved"' EXIT
 cp index.js index.d.ts "$saved/"
-profile=()
-if [[ "${IRONLOCK_NODE_RELEASE:-0}" == "1" ]]; then profile=(--release); fi
-npx napi build --platform --strip "${profile[@]}"
+# Tests run what ships: the release build (as `npm run build` and `npm pack`'s prepack).
+if [[ "${IRONLOCK_NODE_RELEASE:-1}" == "1" ]]; then
+  npm run --silent build
+else
+  npm run --silent build:debug
+fi
 
 echo "== drift check of the generated index.js and index.d.ts"
 drift=0

@@ -1,16 +1,22 @@
 'use strict'
-// Error classes of SPEC §5, and the one decoder of the native layer's error envelope
-// (`ironlock:{"code","message","report"}`, written by node/src/error.rs).
+// Error classes of SPEC §5, and the one decoder of the native layer's error envelope: the core's
+// own JSON encoding of an error (`ironlock::Error::to_json`) behind a prefix,
+// `ironlock:{"code","message","report":{"elapsed_ms","rounds","nodes"}|null}`.
 
 const ENVELOPE = 'ironlock:'
 
-/** Base class of every ironlock error: `code` (SPEC §5) and the per-node `report`. */
+/**
+ * Base class of every ironlock error: `code` (SPEC §5), the per-node `report` of the last round,
+ * its `elapsed` time in milliseconds and the number of `rounds` run (0 when no node was asked).
+ */
 class IronlockError extends Error {
-  constructor(message, { code = 'INTERNAL', report = [], cause } = {}) {
+  constructor(message, { code = 'INTERNAL', report = [], elapsed = 0, rounds = 0, cause } = {}) {
     super(message, cause === undefined ? undefined : { cause })
     this.name = new.target.name
     this.code = code
     this.report = report
+    this.elapsed = elapsed
+    this.rounds = rounds
   }
 }
 
@@ -36,18 +42,30 @@ const BY_CODE = {
   INTERNAL: InternalError,
 }
 
+/** The per-node entries of a core report (`{elapsed_ms, rounds, nodes}`) or of a node array. */
 function normalizeReport(report) {
-  if (!Array.isArray(report)) return []
-  return report.map((n) => ({ url: n.url, vote: n.vote, error: n.error ?? null }))
+  const nodes = Array.isArray(report) ? report : report?.nodes
+  if (!Array.isArray(nodes)) return []
+  return nodes.map((n) => ({ url: n.url, vote: n.vote, error: n.error ?? null }))
 }
 
+/** An error of class `code` from the core's report object (or null). */
 function makeError(code, message, report, cause) {
   const Class = BY_CODE[code] ?? InternalError
   return new Class(message, {
     code: BY_CODE[code] ? code : 'INTERNAL',
     report: normalizeReport(report),
+    elapsed: report?.elapsed_ms ?? 0,
+    rounds: report?.rounds ?? 0,
     cause,
   })
+}
+
+/** At most about 80 characters of `text` for a message (the core's `cut` rule). */
+function cut(text) {
+  const chars = Array.from(String(text))
+  if (chars.length <= 80) return chars.join('')
+  return `${chars.slice(0, 80).join('')}… (${chars.length} characters)`
 }
 
 /** Bad input detected by the JS layer (types, unknown option names). */
@@ -86,8 +104,10 @@ module.exports = {
   InvalidArgumentError,
   ConnectionError,
   InternalError,
+  cut,
   decode,
   fromNative,
   invalid,
+  makeError,
   normalizeReport,
 }

@@ -45,7 +45,17 @@ export interface ReleaseResult {
   held: boolean
   /** Nodes on which keys were deleted. */
   deletedOn: number
+  /** Per-node report of the release round. */
   report: NodeReport[]
+  /** Milliseconds the release round took. */
+  readonly elapsed: number
+  /** Rounds run (1 for a release). */
+  readonly rounds: number
+}
+
+/** Stops the auto-extension started by `lock.keepAlive()`. */
+export interface KeepAlive {
+  stop(): void
 }
 
 /** A lock granted by a quorum. Not released when garbage-collected: release it. */
@@ -63,12 +73,23 @@ export declare class Lock {
   readonly fence: bigint | null
   /** Per-node report of the last operation on this lock. */
   readonly report: NodeReport[]
+  /** Milliseconds the last operation's (last) round took. */
+  readonly elapsed: number
+  /** Rounds the last operation ran (retries + 1 for the acquire; 1 after an extend). */
+  readonly rounds: number
   isValid(): boolean
   isLost(): boolean
   /** Extends to `durationMs` from now; rejects with LockLostError if the lock is gone. */
   extend(durationMs: number): Promise<Lock>
   /** Deletes the keys still holding this lock's token; never rejects for a lost lock. */
   release(): Promise<ReleaseResult>
+  /**
+   * Releases and applies the loss rule: rejects with LockLostError when the lock was lost or
+   * expired before, or the release found its token on fewer than a quorum.
+   */
+  finish(): Promise<ReleaseResult>
+  /** Extends in the background until stopped, released or lost (then released at once). */
+  keepAlive(): KeepAlive
   [Symbol.asyncDispose](): Promise<void>
 }
 
@@ -109,7 +130,12 @@ export declare class Redlock extends LockManager {
 /** Base class of every ironlock error. */
 export declare class IronlockError extends Error {
   readonly code: ErrorCode
+  /** Per-node report of the last round; empty when no node was asked. */
   readonly report: NodeReport[]
+  /** Milliseconds the last round took (0 when no node was asked). */
+  readonly elapsed: number
+  /** Rounds run (0 when no node was asked). */
+  readonly rounds: number
 }
 /** CONTENDED: the lock is held elsewhere. */
 export declare class ResourceLockedError extends IronlockError {}

@@ -76,19 +76,33 @@ function start(begin, ok, fail) {
 
 const toLock = (n) => new Lock(n)
 
-/** `release()`'s result; `report` is parsed from the native JSON when first read. */
+/**
+ * `release()`'s result: `held`, `deletedOn`, and the release round's `report`, `elapsed` and
+ * `rounds`, parsed from the core's report JSON when first read.
+ */
 function released(r) {
   const json = r[2]
+  let parsed
+  const core = () => {
+    if (parsed === undefined) parsed = JSON.parse(json)
+    return parsed
+  }
   let report
   return {
     held: r[0],
     deletedOn: r[1],
     get report() {
-      if (report === undefined) report = JSON.parse(json)
+      if (report === undefined) report = errors.normalizeReport(core())
       return report
     },
     set report(v) {
       report = v
+    },
+    get elapsed() {
+      return core().elapsed_ms
+    },
+    get rounds() {
+      return core().rounds
     },
   }
 }
@@ -131,9 +145,19 @@ class Lock {
     return this[kNative].fence ?? null
   }
 
-  /** Per-node report of the last operation on this lock. */
+  /** Per-node report `[{url, vote, error}]` of the last operation on this lock. */
   get report() {
-    return JSON.parse(this[kNative].reportJson)
+    return errors.normalizeReport(JSON.parse(this[kNative].reportJson))
+  }
+
+  /** Milliseconds the last operation's (last) round took. */
+  get elapsed() {
+    return JSON.parse(this[kNative].reportJson).elapsed_ms
+  }
+
+  /** Rounds the last operation ran (the acquire's retries + 1; 1 after an extend). */
+  get rounds() {
+    return JSON.parse(this[kNative].reportJson).rounds
   }
 
   /** True while neither lost nor released and validity remains. */
@@ -159,6 +183,27 @@ class Lock {
     return start((id) => this[kNative].release(id), released, fromNative)
   }
 
+  /**
+   * Ends a critical section with the core's loss rule: releases, and resolves like `release()`
+   * when the lock was held to the end; rejects with a LockLostError (carrying the release's
+   * report) when it was lost or ran out of validity before, or the release found its token on
+   * fewer than a quorum of nodes.
+   */
+  finish() {
+    return start((id) => this[kNative].finish(id), released, fromNative)
+  }
+
+  /**
+   * Keeps the lock extended in the background (when less than `extensionThreshold` of validity
+   * is left) until `stop()` is called on the returned handle, the lock is released, or it is
+   * lost; on loss the core releases it at once and `isLost()` turns true.
+   */
+  keepAlive() {
+    const n = this[kNative]
+    n.keepAlive()
+    return { stop: () => n.stopKeepAlive() }
+  }
+
   toString() {
     return `Lock(${JSON.stringify(this.resources)})`
   }
@@ -171,7 +216,18 @@ if (asyncDispose) {
   }
 }
 
-/** Runs `routine(signal, lock)` while the core keeps the lock extended; releases after. */
+/** The LockLostError with which `using` aborts its signal: the last round's report says why. */
+function lostWhileRunning(n) {
+  const report = JSON.parse(n.reportJson)
+  const message = `lock on ${errors.cut(JSON.stringify(n.resources))} lost: auto-extension could not keep it`
+  return errors.makeError('LOST', message, report)
+}
+
+/**
+ * Runs `routine(signal, lock)` while the core keeps the lock extended, then ends it with the
+ * core's loss rule (`finish`): the routine's result, or a LockLostError when the lock was not
+ * held to the end (the signal's own reason when it aborted while the routine ran).
+ */
 async function runUsing(lock, routine, userSignal) {
   const n = lock[kNative]
   const controller = new AbortController()
@@ -181,8 +237,8 @@ async function runUsing(lock, routine, userSignal) {
   userSignal?.addEventListener('abort', forward, { once: true })
   n.keepAlive()
   n.waitLost().then(
-    (encoded) => {
-      if (!finished && encoded !== null) controller.abort(fromNative({ message: encoded }))
+    (lost) => {
+      if (!finished && lost) controller.abort(lostWhileRunning(n))
     },
     () => {},
   )
@@ -197,16 +253,14 @@ async function runUsing(lock, routine, userSignal) {
   }
   finished = true
   userSignal?.removeEventListener('abort', forward)
-  n.stopKeepAlive()
-  const lost = n.isLost() || !n.isValid()
-  const released = await lock.release()
-  if (lost) {
+  try {
+    await lock.finish()
+  } catch (e) {
+    if (!(e instanceof LockLostError)) throw failed ? failure : e
     const reason = controller.signal.reason
     if (reason instanceof LockLostError) throw reason
-    throw new LockLostError(
-      `lock on ${JSON.stringify(lock.resources)} was lost while the routine ran`,
-      { code: 'LOST', report: released.report, cause: failed ? failure : undefined },
-    )
+    if (failed) e.cause = failure
+    throw e
   }
   if (failed) throw failure
   return out

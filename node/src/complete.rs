@@ -18,7 +18,7 @@ use napi::bindgen_prelude::{FnArgs, Function, ToNapiValue, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Result, Status, sys};
 
-use crate::error::{code, encode};
+use crate::error::panicked;
 use crate::lock::NativeLock;
 use crate::runtime::spawn;
 
@@ -26,7 +26,8 @@ use crate::runtime::spawn;
 pub enum Done {
     /// `acquire`: a `NativeLock` instance.
     Lock(NativeLock),
-    /// `release`: `[held, deletedOn, reportJson]`.
+    /// `release` and `finish`: `[held, deletedOn, reportJson]` (`reportJson` as
+    /// `ironlock::Report::to_json`).
     Released {
         held: bool,
         deleted_on: u32,
@@ -87,7 +88,7 @@ impl Completer {
     }
 
     /// Runs `fut` on the addon's runtime and settles JS id `id` with its outcome. A panic in
-    /// `fut` settles it with an INTERNAL error instead of leaving the Promise pending.
+    /// `fut` settles it with the core's INTERNAL error instead of leaving the Promise pending.
     pub fn run<F>(&self, id: u32, fut: F)
     where
         F: Future<Output = Result<Done>> + Send + 'static,
@@ -97,13 +98,7 @@ impl Completer {
             let result = match AssertUnwindSafe(fut).catch_unwind().await {
                 Ok(Ok(done)) => Ok(done),
                 Ok(Err(e)) => Err(e.reason.clone()),
-                Err(_) => Err(encode(
-                    code(ironlock::ErrorKind::Internal),
-                    "ironlock: a task panicked",
-                    None,
-                )
-                .reason
-                .clone()),
+                Err(p) => Err(panicked(&*p).reason.clone()),
             };
             // Fails only while the JS environment shuts down; nobody is left to settle then.
             let _ = tsfn.call(

@@ -1,68 +1,226 @@
 //! The one place where core errors become JS errors.
 //!
-//! A rejected napi Promise can carry only a status and a message, so the message is a JSON
-//! envelope `ironlock:{"code", "message", "report"}` that `lib/errors.js` turns into the matching
-//! Error subclass (`ResourceLockedError`, `ExecutionError`, `LockLostError`, …) with `code` and
-//! the per-node `report` attached.
+//! A rejected napi Promise can carry only a status and a message, so the message is the core's
+//! own JSON encoding of the error ([`ironlock::Error::to_json`]) behind a prefix:
+//! `ironlock:{"code","message","report"}`. `lib/errors.js` turns it into the matching Error
+//! subclass with `code`, `report`, `elapsed` and `rounds`. Panics caught at the boundary become
+//! the core's INTERNAL error ([`ironlock::Error::from_panic`]), in the same words as in every
+//! other language.
 
-use ironlock::{ErrorKind, Report};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use ironlock::{Error, ErrorKind};
 
 /// Prefix of every encoded error message (recognised by `lib/errors.js`).
 pub const ENVELOPE: &str = "ironlock:";
 
-/// Binding-only code for an acquire cancelled through its `AbortSignal`; the JS layer rejects
-/// with `signal.reason` instead.
-pub const ABORTED: &str = "ABORTED";
+/// The envelope of an acquire cancelled through its `AbortSignal`: a binding-only code (the JS
+/// layer rejects with `signal.reason` instead), so not a core error.
+const ABORTED: &str =
+    r#"ironlock:{"code":"ABORTED","message":"the acquire was aborted","report":null}"#;
 
-/// The SPEC §5 code of a core error kind.
-pub fn code(kind: ErrorKind) -> &'static str {
-    kind.code()
+/// The encoded error message of a core error.
+pub fn envelope(e: &Error) -> String {
+    format!("{ENVELOPE}{}", e.to_json())
 }
 
 /// Converts a core error into the encoded napi error.
-pub fn to_napi(e: ironlock::Error) -> napi::Error {
-    encode(code(e.kind()), e.message(), e.report())
+pub fn to_napi(e: Error) -> napi::Error {
+    napi::Error::new(napi::Status::GenericFailure, envelope(&e))
 }
 
 /// An INVALID_ARGUMENT error raised by the binding's own conversions.
-pub fn invalid(message: impl AsRef<str>) -> napi::Error {
-    encode(code(ErrorKind::InvalidArgument), message.as_ref(), None)
+pub fn invalid(message: impl Into<String>) -> napi::Error {
+    to_napi(Error::new(ErrorKind::InvalidArgument, message))
 }
 
-/// Encodes `code`, `message` and an optional report as the JSON envelope.
-pub fn encode(code: &str, message: &str, report: Option<&Report>) -> napi::Error {
-    let report: Vec<serde_json::Value> = report
-        .map(|r| r.nodes.iter().map(node_json).collect())
-        .unwrap_or_default();
-    let body = serde_json::json!({ "code": code, "message": message, "report": report });
-    napi::Error::new(napi::Status::GenericFailure, format!("{ENVELOPE}{body}"))
+/// The error of an acquire cancelled through its `AbortSignal`.
+pub fn aborted() -> napi::Error {
+    napi::Error::new(napi::Status::GenericFailure, ABORTED.to_owned())
 }
 
-fn node_json(n: &ironlock::NodeReport) -> serde_json::Value {
-    serde_json::json!({ "url": n.url, "vote": n.vote.as_str(), "error": n.error })
+/// The INTERNAL error for a caught panic's payload.
+pub fn panicked(payload: &(dyn std::any::Any + Send)) -> napi::Error {
+    to_napi(Error::from_panic(payload))
 }
 
-/// A report as the JSON array `[{"url", "vote", "error"}, …]`, keys in that order (the JS layer
-/// parses it only when `report` is read).
-pub fn report_json(r: &Report) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(2 + r.nodes.len() * 64);
-    out.push('[');
-    for (i, n) in r.nodes.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
+/// Runs the body of a synchronous exported function; a panic becomes the INTERNAL error instead
+/// of unwinding into Node.
+pub fn boundary<T>(body: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|p| Err(panicked(&*p)))
+}
+
+/// A core error about a duration or a setting, in the words of a Node caller: `ttl` is named
+/// `ttl_name` (the JS argument, e.g. `durationMs`), settings are named as in JS
+/// (`settings.maxTtl`), and durations are given in milliseconds, the unit the caller used.
+pub fn in_node_words(e: Error, ttl_name: &str) -> Error {
+    if e.kind() != ErrorKind::InvalidArgument {
+        return e;
+    }
+    Error::new(e.kind(), node_words(e.message(), ttl_name))
+}
+
+/// Core setting names and their Node spellings.
+const SETTINGS: [(&str, &str); 14] = [
+    ("retry_count", "retryCount"),
+    ("retry_delay", "retryDelay"),
+    ("retry_jitter", "retryJitter"),
+    ("drift_factor", "driftFactor"),
+    ("drift_constant", "driftConstant"),
+    ("node_timeout", "nodeTimeout"),
+    ("connect_timeout", "connectTimeout"),
+    ("max_ttl", "maxTtl"),
+    ("restart_quarantine", "restartQuarantine"),
+    ("key_prefix", "keyPrefix"),
+    ("min_validity", "minValidity"),
+    ("max_extensions", "maxExtensions"),
+    ("extension_threshold", "extensionThreshold"),
+    ("tls_ca_cert", "tlsCaCert"),
+];
+
+fn node_words(message: &str, ttl_name: &str) -> String {
+    // The argument the message starts with ("max_ttl: …", "ttl: …").
+    let (head, rest) = match message.split_once(": ") {
+        Some((head, rest)) if head.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') => {
+            let named = if head == "ttl" {
+                ttl_name.to_owned()
+            } else {
+                match SETTINGS.iter().find(|(core, _)| *core == head) {
+                    Some((_, js)) => format!("settings.{js}"),
+                    None => head.to_owned(),
+                }
+            };
+            (format!("{named}: "), rest)
         }
-        let error = n
-            .error
-            .as_deref()
-            .map_or(serde_json::Value::Null, serde_json::Value::from);
-        let _ = write!(
-            out,
-            "{{\"url\":{},\"vote\":\"{}\",\"error\":{error}}}",
-            serde_json::Value::from(n.url.as_str()),
-            n.vote.as_str(),
+        _ => (String::new(), message),
+    };
+    let mut rest = rest.to_owned();
+    for (core, js) in SETTINGS {
+        rest = replace_word(&rest, core, js);
+    }
+    format!("{head}{}", durations_in_ms(&rest))
+}
+
+/// Replaces `word` where it stands alone (not inside a longer identifier).
+fn replace_word(text: &str, word: &str, by: &str) -> String {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while let Some(found) = text[i..].find(word) {
+        let at = i + found;
+        let end = at + word.len();
+        out.push_str(&text[i..at]);
+        if ident(text[..at].chars().next_back()) || ident(text[end..].chars().next()) {
+            out.push_str(word);
+        } else {
+            out.push_str(by);
+        }
+        i = end;
+    }
+    out.push_str(&text[i..]);
+    out
+}
+
+/// Rewrites the durations of a core message (`60s`, `1.5s`, `86400 s`, `250ms`, `10µs`: Rust's
+/// `Duration` debug form and the core's own `N s`) as milliseconds (`60000 ms`).
+fn durations_in_ms(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
+        // A number that is part of a word or of a longer number ("2^53", "x1") is left alone.
+        let before = rest[..start].chars().next_back();
+        let len = rest[start..]
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len() - start);
+        let number = &rest[start..start + len];
+        let after = &rest[start + len..];
+        let unit_text = after.strip_prefix(' ').unwrap_or(after);
+        let unit = ["ms", "µs", "ns", "s"].into_iter().find(|u| {
+            unit_text.starts_with(u)
+                && !unit_text[u.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphanumeric())
+        });
+        let standalone = !before.is_some_and(|c| c.is_alphanumeric() || c == '^' || c == '.');
+        out.push_str(&rest[..start]);
+        match (unit, number.parse::<f64>()) {
+            (Some(unit), Ok(value)) if standalone => {
+                let ms = match unit {
+                    "s" => value * 1000.0,
+                    "ms" => value,
+                    "µs" => value / 1000.0,
+                    _ => value / 1_000_000.0,
+                };
+                // Whole milliseconds print without a fraction; huge values in full digits.
+                if ms.fract() == 0.0 && ms.abs() < 1e21 {
+                    out.push_str(&format!("{} ms", ms as u128));
+                } else {
+                    out.push_str(&format!("{ms} ms"));
+                }
+                rest = &unit_text[unit.len()..];
+            }
+            _ => {
+                out.push_str(number);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_messages_in_node_words() {
+        assert_eq!(
+            node_words("ttl: must be at most max_ttl (60s)", "durationMs"),
+            "durationMs: must be at most maxTtl (60000 ms)"
+        );
+        assert_eq!(
+            node_words(
+                "ttl: 2ms leaves no validity after the drift allowance (2.02ms) and min_validity",
+                "durationMs"
+            ),
+            "durationMs: 2 ms leaves no validity after the drift allowance (2.02 ms) and minValidity"
+        );
+        assert_eq!(
+            node_words("retry_delay: must be at most a day (86400 s)", "x"),
+            "settings.retryDelay: must be at most a day (86400000 ms)"
+        );
+        assert_eq!(
+            node_words(
+                "max_ttl: must be at most 2^53 - 1 ms (9007199254740991 ms, JavaScript's largest exact integer)",
+                "x"
+            ),
+            "settings.maxTtl: must be at most 2^53 - 1 ms (9007199254740991 ms, JavaScript's largest exact integer)"
+        );
+        assert_eq!(
+            node_words("drift_factor: must be in [0, 0.5), got 0.5", "x"),
+            "settings.driftFactor: must be in [0, 0.5), got 0.5"
+        );
+        assert_eq!(
+            node_words("nodes[1]: duplicate node redis://h:1", "x"),
+            "nodes[1]: duplicate node redis://h:1"
+        );
+        assert_eq!(
+            node_words("ttl: must be at most max_ttl (1.5s) for 10µs", "t"),
+            "t: must be at most maxTtl (1500 ms) for 0.01 ms"
+        );
+        assert_eq!(
+            node_words("resources[0]: x1s 3 sets", "t"),
+            "resources[0]: x1s 3 sets"
         );
     }
-    out.push(']');
-    out
+
+    #[test]
+    fn panics_become_the_core_internal_error() {
+        let e = boundary::<()>(|| panic!("boom")).unwrap_err();
+        assert!(e.reason.starts_with(ENVELOPE), "{}", e.reason);
+        assert!(e.reason.contains(r#""code":"INTERNAL""#), "{}", e.reason);
+        assert!(e.reason.contains("boom"), "{}", e.reason);
+    }
 }

@@ -26,24 +26,45 @@ pub use settings::{AcquireOptions, Settings};
 
 /// Resolves once the requests that decided rounds stopped waiting for (the last deletes of a
 /// release that returned at a quorum) have been answered or timed out, or after `limit_ms`;
-/// `true` when none is left. The JS layer awaits it before the process exits.
+/// `true` when none is left. The JS layer awaits it before the process exits. The core's wait
+/// sleeps until the last request ends: nothing polls.
 #[napi_derive::napi(ts_return_type = "Promise<boolean>", catch_unwind)]
 pub fn drain<'env>(
     env: &'env napi::Env,
     limit_ms: f64,
 ) -> napi::Result<napi::bindgen_prelude::Object<'env>> {
-    let limit = settings::millis("limitMs", limit_ms)?;
-    runtime::EnvScope::of(env)?.promise(env, async move {
-        let until = tokio::time::Instant::now() + limit;
-        // `drain_blocking(ZERO)` only checks; the 1 ms sleeps keep the runtime thread free.
-        while !ironlock::drain_blocking(std::time::Duration::ZERO) {
-            if tokio::time::Instant::now() >= until {
-                return Ok(false);
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
-        Ok(true)
+    error::boundary(|| {
+        let limit = settings::millis("limitMs", limit_ms)?;
+        runtime::EnvScope::of(env)?.promise(env, async move { Ok(ironlock::drain(limit).await) })
     })
+}
+
+/// Deliberately panics inside the panic boundary (on the JS thread, or in a task on the
+/// addon's runtime when `in_task`) and throws or rejects with what the boundary made of it:
+/// always INTERNAL, with the core's panic message. Lets tests verify that a Rust panic never
+/// reaches Node as a crash (as `ironlock_debug_panic` does for C).
+#[napi_derive::napi(ts_return_type = "Promise<void>")]
+pub fn debug_panic<'env>(
+    env: &'env napi::Env,
+    in_task: bool,
+) -> napi::Result<napi::bindgen_prelude::Object<'env>> {
+    error::boundary(|| {
+        if !in_task {
+            panic!("debugPanic was called");
+        }
+        runtime::EnvScope::of(env)?.promise(env, async move {
+            if in_task {
+                panic!("debugPanic was called (in a task)");
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Q = floor(N / 2) + 1: the quorum of `n` nodes, as the core computes it.
+#[napi_derive::napi]
+pub fn quorum(n: u32) -> u32 {
+    u32::try_from(ironlock::quorum(n as usize)).unwrap_or(u32::MAX)
 }
 
 /// The version of the ironlock core this module was built from.

@@ -9,7 +9,7 @@ use napi::{Env, Result};
 use napi_derive::napi;
 
 use crate::complete::{Completer, Done};
-use crate::error::{code, encode, report_json, to_napi};
+use crate::error::{boundary, in_node_words, to_napi};
 use crate::runtime::{EnvScope, enter};
 use crate::settings::millis;
 
@@ -34,6 +34,15 @@ impl NativeLock {
 
     fn keeper(&self) -> std::sync::MutexGuard<'_, Option<KeepAlive>> {
         self.keeper.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The outcome of a release as `[held, deletedOn, reportJson]`.
+    fn released(r: ironlock::Released) -> Done {
+        Done::Released {
+            held: r.held,
+            deleted_on: u32::try_from(r.deleted_on).unwrap_or(u32::MAX),
+            report: r.report.to_json(),
+        }
     }
 }
 
@@ -81,51 +90,74 @@ impl NativeLock {
         self.lock.is_lost()
     }
 
-    /// The per-node report of the last operation on this lock, as a JSON array of
-    /// `{url, vote, error}` (the JS layer parses it when `lock.report` is read).
+    /// The per-node report of the last operation on this lock, as the core's JSON
+    /// (`{"elapsed_ms", "rounds", "nodes": [{url, vote, error}]}`, parsed by the JS layer when
+    /// `lock.report` is read).
     #[napi(getter)]
     pub fn report_json(&self) -> String {
-        report_json(&self.lock.report())
+        self.lock.report().to_json()
     }
 
     /// Extends every key to `ttl_ms` from now on a quorum; settles `id` with `undefined`.
     /// Throws at once for an invalid `ttl_ms`.
     #[napi(catch_unwind)]
     pub fn extend(&self, id: u32, ttl_ms: f64) -> Result<()> {
-        let ttl = millis("durationMs", ttl_ms)?;
-        let lock = self.lock.clone();
-        self.completer.run(id, async move {
-            lock.extend(ttl).await.map_err(to_napi)?;
-            Ok(Done::Unit)
-        });
-        Ok(())
+        boundary(|| {
+            let ttl = millis("durationMs", ttl_ms)?;
+            let lock = self.lock.clone();
+            self.completer.run(id, async move {
+                lock.extend(ttl)
+                    .await
+                    .map_err(|e| to_napi(in_node_words(e, "durationMs")))?;
+                Ok(Done::Unit)
+            });
+            Ok(())
+        })
     }
 
     /// Deletes the keys that still hold this lock's token and settles `id` with
     /// `[held, deletedOn, reportJson]`; never fails for a lost lock.
     #[napi(catch_unwind)]
-    pub fn release(&self, id: u32) {
-        self.keeper().take();
-        let lock = self.lock.clone();
-        self.completer.run(id, async move {
-            let r = lock.release().await;
-            Ok(Done::Released {
-                held: r.held,
-                deleted_on: u32::try_from(r.deleted_on).unwrap_or(u32::MAX),
-                report: report_json(&r.report),
-            })
-        });
+    pub fn release(&self, id: u32) -> Result<()> {
+        boundary(|| {
+            self.keeper().take();
+            let lock = self.lock.clone();
+            self.completer
+                .run(id, async move { Ok(Self::released(lock.release().await)) });
+            Ok(())
+        })
+    }
+
+    /// Ends a critical section with the core's loss rule (`Lock::finish`): releases, then
+    /// settles `id` with `[held, deletedOn, reportJson]` when the lock was held to the end, or
+    /// with LOST (carrying the release's report) when it was lost, ran out of validity, or the
+    /// release found its token on fewer than a quorum.
+    #[napi(catch_unwind)]
+    pub fn finish(&self, id: u32) -> Result<()> {
+        boundary(|| {
+            self.keeper().take();
+            let lock = self.lock.clone();
+            self.completer.run(id, async move {
+                let r = lock.finish().await.map_err(to_napi)?;
+                Ok(Self::released(r))
+            });
+            Ok(())
+        })
     }
 
     /// Starts the core's auto-extension (stopped by `stopKeepAlive`, `release`, loss, or when
-    /// this object is finalized, at the latest when its environment exits).
+    /// this object is finalized, at the latest when its environment exits). On loss the core
+    /// releases the lock itself.
     #[napi(catch_unwind)]
-    pub fn keep_alive(&self) {
-        let keeper = {
-            let _runtime = enter();
-            self.lock.keep_alive()
-        };
-        *self.keeper() = Some(keeper);
+    pub fn keep_alive(&self) -> Result<()> {
+        boundary(|| {
+            let keeper = {
+                let _runtime = enter();
+                self.lock.keep_alive()
+            };
+            *self.keeper() = Some(keeper);
+            Ok(())
+        })
     }
 
     /// Stops auto-extension.
@@ -136,23 +168,16 @@ impl NativeLock {
         }
     }
 
-    /// Resolves when the lock is lost, with the encoded LOST error (the envelope string) that
-    /// says why, or with `null` once it was released. Stops waiting when the environment exits.
-    #[napi(ts_return_type = "Promise<string | null>", catch_unwind)]
+    /// Resolves with `true` when the lock is lost (`reportJson` then says why), or with `false`
+    /// once it was released. Stops waiting when the environment exits.
+    #[napi(ts_return_type = "Promise<boolean>", catch_unwind)]
     pub fn wait_lost<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        let lock = self.lock.clone();
-        self.scope.promise(env, async move {
-            lock.lost().await;
-            if lock.is_released() && !lock.is_lost() {
-                return Ok(None);
-            }
-            let report = lock.report();
-            let message = format!(
-                "lock on {:?} lost: auto-extension could not keep it (last round: {report})",
-                lock.resources()
-            );
-            let e = encode(code(ironlock::ErrorKind::Lost), &message, Some(&report));
-            Ok(Some(e.reason))
+        boundary(|| {
+            let lock = self.lock.clone();
+            self.scope.promise(env, async move {
+                lock.lost().await;
+                Ok(lock.is_lost())
+            })
         })
     }
 }

@@ -11,7 +11,7 @@ use napi_derive::napi;
 use tokio::sync::watch;
 
 use crate::complete::{CompleteArgs, Completer, Done};
-use crate::error::{ABORTED, code, encode, to_napi};
+use crate::error::{aborted, boundary, in_node_words, to_napi};
 use crate::lock::NativeLock;
 use crate::runtime::{Closable, EnvScope, spawn, until_set};
 use crate::settings::{AcquireOptions, Settings, millis};
@@ -59,22 +59,26 @@ impl NativeManager {
         settings: Option<Settings>,
         complete: Function<'_, CompleteArgs, Unknown<'static>>,
     ) -> Result<Self> {
-        let config = settings.unwrap_or_default().into_config(nodes)?;
-        config.check().map_err(to_napi)?;
-        let scope = EnvScope::of(env)?;
-        let completer = Completer::new(&complete)?;
-        let manager = LockManager::new(config).boxed().shared();
-        // Connecting runs as a task on the runtime, whether or not anyone awaits it yet.
-        let driver = manager.clone();
-        spawn(async move {
-            let _ = driver.await;
-        });
-        let core = Arc::new(Core(manager));
-        scope.register(Arc::downgrade(&core) as Weak<dyn Closable>);
-        Ok(NativeManager {
-            core,
-            scope,
-            completer,
+        boundary(|| {
+            let config = settings.unwrap_or_default().into_config(nodes)?;
+            config
+                .check()
+                .map_err(|e| to_napi(in_node_words(e, "ttl")))?;
+            let scope = EnvScope::of(env)?;
+            let completer = Completer::new(&complete)?;
+            let manager = LockManager::new(config).boxed().shared();
+            // Connecting runs as a task on the runtime, whether or not anyone awaits it yet.
+            let driver = manager.clone();
+            spawn(async move {
+                let _ = driver.await;
+            });
+            let core = Arc::new(Core(manager));
+            scope.register(Arc::downgrade(&core) as Weak<dyn Closable>);
+            Ok(NativeManager {
+                core,
+                scope,
+                completer,
+            })
         })
     }
 
@@ -92,63 +96,68 @@ impl NativeManager {
         options: Option<AcquireOptions>,
         cancel: Option<&CancelToken>,
     ) -> Result<()> {
-        let ttl = millis("durationMs", ttl_ms)?;
-        let options = options.unwrap_or_default().into_core()?;
-        let cancelled = cancel.map(|c| c.tx.subscribe());
-        let exited = self.scope.exited();
-        let manager = self.core.0.clone();
-        let completer = self.completer.clone();
-        let scope = Arc::clone(&self.scope);
-        self.completer.run(id, async move {
-            let manager = manager.await.map_err(to_napi)?;
-            let acquire = manager.acquire_with(&resources, ttl, options);
-            let cancelled = async move {
-                match cancelled {
-                    Some(rx) => until_set(rx).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let result = tokio::select! {
-                r = acquire => r,
-                () = cancelled => {
-                    return Err(encode(ABORTED, "the acquire was aborted", None));
-                }
-                () = until_set(exited) => {
-                    return Err(encode(
-                        code(ironlock::ErrorKind::Unavailable),
-                        "the JS environment that started the acquire exited",
-                        None,
-                    ));
-                }
-            };
-            result
-                .map(|lock| Done::Lock(NativeLock::new(lock, completer, scope)))
-                .map_err(to_napi)
-        });
-        Ok(())
+        boundary(|| {
+            let ttl = millis("durationMs", ttl_ms)?;
+            let options = options.unwrap_or_default().into_core()?;
+            let cancelled = cancel.map(|c| c.tx.subscribe());
+            let exited = self.scope.exited();
+            let manager = self.core.0.clone();
+            let completer = self.completer.clone();
+            let scope = Arc::clone(&self.scope);
+            self.completer.run(id, async move {
+                let manager = manager.await.map_err(to_napi)?;
+                let acquire = manager.acquire_with(&resources, ttl, options);
+                let cancelled = async move {
+                    match cancelled {
+                        Some(rx) => until_set(rx).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let result = tokio::select! {
+                    r = acquire => r,
+                    () = cancelled => return Err(aborted()),
+                    () = until_set(exited) => {
+                        return Err(to_napi(ironlock::Error::new(
+                            ironlock::ErrorKind::Unavailable,
+                            "the JS environment that started the acquire exited",
+                        )));
+                    }
+                };
+                result
+                    .map(|lock| Done::Lock(NativeLock::new(lock, completer, scope)))
+                    .map_err(|e| to_napi(in_node_words(e, "durationMs")))
+            });
+            Ok(())
+        })
     }
 
-    /// Resolves once the first connection attempt to every node has finished (a node that is
-    /// down does not fail it); rejects with CONNECTION when a host cannot be resolved.
+    /// Resolves once the manager has started: a quorum of nodes is connected, or every node's
+    /// first connection attempt has finished (a node that is down, silent or cannot be resolved
+    /// does not fail it: it votes "error" until a background reconnection succeeds). Rejects
+    /// with CONNECTION when fewer hosts than a quorum can be resolved.
     #[napi(ts_return_type = "Promise<void>", catch_unwind)]
     pub fn ready<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        let manager = self.core.0.clone();
-        self.scope.promise(
-            env,
-            async move { manager.await.map(|_| ()).map_err(to_napi) },
-        )
+        boundary(|| {
+            let manager = self.core.0.clone();
+            self.scope.promise(
+                env,
+                async move { manager.await.map(|_| ()).map_err(to_napi) },
+            )
+        })
     }
 
     /// Stops the manager's background tasks; later operations reject with UNAVAILABLE. Locks
     /// already granted are not released.
     #[napi(ts_return_type = "Promise<void>", catch_unwind)]
     pub fn close<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        let manager = self.core.0.clone();
-        self.scope.promise(env, async move {
-            if let Ok(m) = manager.await {
-                m.close();
-            }
-            Ok(())
+        boundary(|| {
+            let manager = self.core.0.clone();
+            self.scope.promise(env, async move {
+                if let Ok(m) = manager.await {
+                    m.close();
+                }
+                Ok(())
+            })
         })
     }
 }

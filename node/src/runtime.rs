@@ -29,7 +29,7 @@ use tokio::runtime::{EnterGuard, Runtime};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::error::{code, encode};
+use crate::error::panicked;
 
 /// The runtime every core call and background task of the addon runs on. ONE worker thread:
 /// every call crosses from a JS thread to the worker and back, and with one worker the Redis
@@ -131,8 +131,9 @@ impl EnvScope {
         }
     }
 
-    /// A Promise settled by `fut`, run on the runtime. A panic rejects it with INTERNAL; when the
-    /// environment exits first, `fut` is dropped (nobody is left to settle).
+    /// A Promise settled by `fut`, run on the runtime. A panic rejects it with the core's
+    /// INTERNAL error; when the environment exits first, `fut` is dropped (nobody is left to
+    /// settle).
     pub fn promise<'env, T, F>(&self, env: &'env Env, fut: F) -> Result<Object<'env>>
     where
         T: ToNapiValue + Send + 'static,
@@ -148,11 +149,7 @@ impl EnvScope {
             match outcome {
                 Ok(Ok(v)) => deferred.resolve(move |_| Ok(v)),
                 Ok(Err(e)) => deferred.reject(e),
-                Err(_) => deferred.reject(encode(
-                    code(ironlock::ErrorKind::Internal),
-                    "ironlock: a task panicked",
-                    None,
-                )),
+                Err(p) => deferred.reject(panicked(&*p)),
             }
         });
         Ok(promise)

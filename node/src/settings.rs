@@ -59,7 +59,8 @@ pub fn count(name: &str, v: f64) -> napi::Result<u32> {
         Ok(v as u32)
     } else {
         Err(invalid(format!(
-            "{name}: must be a non-negative integer below 2^32, got {v}"
+            "{name}: must be a non-negative integer below 2^32, got {}",
+            ironlock::cut(&v.to_string())
         )))
     }
 }

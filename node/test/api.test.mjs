@@ -19,6 +19,10 @@ import ironlock, {
 } from '../lib/index.mjs'
 import { startCluster, TEST_SETTINGS, unique } from './harness.mjs'
 
+const require = (await import('node:module')).createRequire(import.meta.url)
+const native = require('../index.js')
+const { fromNative, InternalError } = require('../lib/errors.js')
+
 /** Polls `check` every 20 ms for up to `ms`; returns its last value. */
 async function eventually(check, ms = 2000) {
   const end = Date.now() + ms
@@ -119,6 +123,77 @@ describe('three nodes', () => {
     assert.equal(lock.isLost(), true)
     assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
     assert.equal((await lock.release()).held, false)
+  })
+
+  it("reports carry the round's elapsed time and the number of rounds", async () => {
+    const r = [unique()]
+    const lock = await manager.acquire(r, 5_000)
+    assert.equal(lock.rounds, 1)
+    assert.ok(lock.elapsed > 0 && lock.elapsed < 1_000, `${lock.elapsed}`)
+    const retrying = await LockManager.connect(cluster.urls, {
+      ...TEST_SETTINGS,
+      retryCount: 2,
+      retryDelay: 10,
+      retryJitter: 0,
+    })
+    try {
+      const e = await retrying.acquire(r, 5_000).catch((x) => x)
+      assert.equal(e.code, 'CONTENDED', String(e))
+      assert.equal(e.rounds, 3)
+      assert.ok(e.elapsed > 0, `${e.elapsed}`)
+      assert.equal(e.report.length, 3)
+    } finally {
+      await retrying.close()
+    }
+    await lock.extend(5_000)
+    assert.equal(lock.rounds, 1)
+    const released = await lock.release()
+    assert.equal(released.rounds, 1)
+    assert.ok(released.elapsed > 0, `${released.elapsed}`)
+    assert.equal(released.report.length, 3)
+    const invalid = await manager.acquire([], 5_000).catch((x) => x)
+    assert.deepEqual([invalid.report, invalid.elapsed, invalid.rounds], [[], 0, 0])
+  })
+
+  it("finish() is the core's loss rule: LOST when the release finds the token on too few nodes", async () => {
+    const held = await manager.acquire([unique()], 5_000)
+    const done = await held.finish()
+    assert.equal(done.held, true)
+    assert.equal(held.isValid(), false)
+    const r = [unique()]
+    const lock = await manager.acquire(r, 5_000)
+    await eventually(async () => (await onAll(cluster, 'GET', r[0])).every((v) => v === lock.value))
+    await cluster.cmd(0, 'DEL', r[0])
+    await cluster.cmd(1, 'DEL', r[0])
+    assert.ok(lock.isValid(), 'the local clock cannot know')
+    const e = await lock.finish().catch((x) => x)
+    assert.ok(e instanceof LockLostError, String(e))
+    assert.equal(e.code, 'LOST')
+    assert.match(e.message, /fewer than a quorum/)
+    assert.ok(e.report.filter((n) => n.vote === 'against').length >= 2, JSON.stringify(e.report))
+    assert.equal(e.rounds, 1)
+    assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
+  })
+
+  it('drain() waits for the deletes a release stopped waiting for', async () => {
+    const lock = await manager.acquire([unique()], 5_000)
+    await lock.release()
+    assert.equal(await native.drain(2_000), true)
+    assert.equal(await native.drain(0), true)
+  })
+
+  it('a Rust panic becomes an InternalError, on the JS thread and in a task', async () => {
+    for (const inTask of [false, true]) {
+      let caught
+      try {
+        await native.debugPanic(inTask)
+      } catch (e) {
+        caught = fromNative(e)
+      }
+      assert.ok(caught instanceof InternalError, String(caught))
+      assert.equal(caught.code, 'INTERNAL')
+      assert.match(caught.message, /a Rust panic was caught at the binding boundary: debugPanic was called/)
+    }
   })
 
   it('64 concurrent acquires of distinct resources all succeed', async () => {

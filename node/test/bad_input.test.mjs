@@ -82,18 +82,20 @@ describe('bad input', () => {
       [{ retryCount: -1 }, 'settings.retryCount'],
       [{ retryCount: 0.5 }, 'settings.retryCount'],
       [{ retryCount: 2 ** 40 }, 'settings.retryCount'],
-      [{ driftFactor: 0.5 }, 'drift_factor'],
-      [{ driftFactor: NaN }, 'drift_factor'],
-      [{ driftFactor: -0.1 }, 'drift_factor'],
-      [{ nodeTimeout: 0 }, 'node_timeout'],
+      [{ driftFactor: 0.5 }, 'settings.driftFactor'],
+      [{ driftFactor: NaN }, 'settings.driftFactor'],
+      [{ driftFactor: -0.1 }, 'settings.driftFactor'],
+      [{ nodeTimeout: 0 }, 'settings.nodeTimeout'],
       [{ connectTimeout: -5 }, 'settings.connectTimeout'],
-      [{ maxTtl: 0 }, 'max_ttl'],
-      [{ maxTtl: 10, minValidity: 20 }, 'min_validity'],
-      [{ extensionThreshold: 0 }, 'extension_threshold'],
+      [{ maxTtl: 0 }, 'settings.maxTtl'],
+      [{ maxTtl: 2 ** 53 }, 'settings.maxTtl: must be at most 2^53 - 1 ms'],
+      [{ retryDelay: 86_400_001 }, 'settings.retryDelay: must be at most a day (86400000 ms)'],
+      [{ maxTtl: 10, minValidity: 20 }, 'settings.minValidity'],
+      [{ extensionThreshold: 0 }, 'settings.extensionThreshold'],
       [{ maxExtensions: -1 }, 'settings.maxExtensions'],
       [{ restartQuarantine: 'yes' }, 'settings.restartQuarantine'],
       [{ keyPrefix: 5 }, 'settings.keyPrefix'],
-      [{ keyPrefix: 'a\u0000b' }, 'key_prefix'],
+      [{ keyPrefix: 'a\u0000b' }, 'settings.keyPrefix'],
       [{ retryCont: 3 }, 'settings.retryCont'],
       [{ retryDelay: 10n }, 'settings.retryDelay'],
     ]
@@ -121,8 +123,8 @@ describe('bad input', () => {
       [[[r], -1], 'durationMs'],
       [[[r], 1.5], 'durationMs'],
       [[[r], Infinity], 'durationMs'],
-      [[[r], 0], 'ttl'],
-      [[[r], 20_000], 'ttl'],
+      [[[r], 0], 'durationMs'],
+      [[[r], 20_000], 'durationMs: must be at most maxTtl (10000 ms)'],
       [[[r], 1000, 'fast'], 'options'],
       [[[r], 1000, { wait: -1 }], 'options.wait'],
       [[[r], 1000, { wait: NaN }], 'options.wait'],
@@ -140,7 +142,7 @@ describe('bad input', () => {
 
   it('extend, release, using', async () => {
     for (const bad of [NaN, -1, 0.5, '5', undefined, 0, 20_000]) {
-      await assert.rejects(lock.extend(bad), isInvalid(bad === 0 || bad === 20_000 ? 'ttl' : 'durationMs'))
+      await assert.rejects(lock.extend(bad), isInvalid(bad === 20_000 ? 'durationMs: must be at most maxTtl (10000 ms)' : 'durationMs'))
     }
     assert.ok(lock.isValid(), 'a rejected extend leaves the lock alone')
     await assert.rejects(manager.release({}), isInvalid('lock'))

@@ -47,9 +47,12 @@ function settings(s) {
 }
 
 const FIELDS = {
-  acquire: ['as', 'resources', 'ttl_ms', 'options', 'expect', 'expect_votes'],
+  acquire: ['as', 'resources', 'ttl_ms', 'options', 'expect', 'expect_votes', 'expect_rounds'],
   extend: ['lock', 'ttl_ms', 'expect'],
   release: ['lock', 'expect_held'],
+  finish: ['lock', 'expect'],
+  keep_alive: ['lock'],
+  expect_lost: ['lock', 'lost'],
   expect_valid: ['lock', 'valid'],
   expect_fence: ['lock', 'present'],
   expect_fence_increasing: ['locks'],
@@ -72,10 +75,18 @@ function checkVotes(step, report, ctx) {
   }
 }
 
+/** `expect_rounds`: the report's number of rounds, and a positive elapsed time. */
+function checkRounds(step, got, ctx) {
+  if (!('expect_rounds' in step)) return
+  assert.equal(got.rounds, step.expect_rounds, `${ctx}: rounds`)
+  assert.ok(typeof got.elapsed === 'number' && got.elapsed > 0, `${ctx}: elapsed ${got.elapsed}`)
+}
+
 async function run(sc) {
   const cluster = await startCluster(sc.nodes)
   const manager = await LockManager.connect(cluster.urls, settings(sc.settings))
   const locks = {}
+  const keepers = []
   const expand = (v) => (typeof v === 'string' && v.startsWith('$') ? locks[v.slice(1)].value : v)
   try {
     for (const [i, step] of sc.steps.entries()) {
@@ -94,20 +105,40 @@ async function run(sc) {
           }
           let got
           let report
+          let outcome
           try {
             const lock = await manager.acquire(step.resources, step.ttl_ms, options)
             locks[step.as] = lock
             got = 'ok'
             report = lock.report
+            outcome = lock
           } catch (e) {
             assert.ok(typeof e.code === 'string', `${ctx}: ${e.stack}`)
             got = e.code
             report = e.report
+            outcome = e
           }
           assert.equal(got, step.expect, `${ctx}: ${JSON.stringify(report)}`)
           checkVotes(step, report, ctx)
+          checkRounds(step, outcome, ctx)
           break
         }
+        case 'finish': {
+          let got = 'ok'
+          try {
+            await locks[step.lock].finish()
+          } catch (e) {
+            got = e.code
+          }
+          assert.equal(got, step.expect, ctx)
+          break
+        }
+        case 'keep_alive':
+          keepers.push(locks[step.lock].keepAlive())
+          break
+        case 'expect_lost':
+          assert.equal(locks[step.lock].isLost(), step.lost, ctx)
+          break
         case 'extend': {
           let got = 'ok'
           try {
@@ -156,6 +187,7 @@ async function run(sc) {
       }
     }
   } finally {
+    for (const k of keepers) k.stop()
     await manager.close()
     await cluster.quit()
   }
