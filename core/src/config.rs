@@ -395,8 +395,11 @@ fn misplaced_text(u: &url::Url) -> Option<&'static str> {
 /// before the last `@` (the whole userinfo, whatever characters the password holds) and
 /// everything after the host are hidden instead.
 pub fn redact_url(raw: &str) -> String {
+    // A second `@` means a password with an unencoded `@` (the parser ends the userinfo at the
+    // first one; a reader, and the fallback, at the last).
     if let Ok(mut u) = url::Url::parse(raw)
         && u.fragment().is_none()
+        && raw.matches('@').count() <= 1
     {
         if u.password().is_some() {
             let _ = u.set_password(Some("***"));
@@ -461,7 +464,15 @@ fn redact_conservatively(raw: &str) -> String {
         _ => (String::new(), raw),
     };
     // A query password runs to the end of the text, whatever it holds: nothing after it shows.
-    let rest = match rest.find("pass=").or_else(|| rest.find("password=")) {
+    // A `pass=` before the last `@` is ambiguous (an `@` in a query password, or a `pass=` in a
+    // userinfo password): then nothing but the scheme shows.
+    let query_password = rest.find("pass=").or_else(|| rest.find("password="));
+    if let (Some(p), Some(at)) = (query_password, rest.rfind('@'))
+        && p < at
+    {
+        return format!("{scheme}***");
+    }
+    let rest = match query_password {
         Some(i) => &rest[..i],
         None => rest,
     };

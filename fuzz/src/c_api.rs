@@ -394,8 +394,11 @@ fn acquire_error(
     if ttl.is_zero() {
         return Some("ttl: must be positive".into());
     }
-    if ttl > Duration::from_secs(60) || ttl <= ttl.mul_f64(0.01) + Duration::from_millis(2) {
-        return Some(format!("ttl: {ttl:?} "));
+    if ttl > Duration::from_secs(60) {
+        return Some("ttl: must be at most max_ttl (60s)".into());
+    }
+    if ttl <= ttl.mul_f64(0.01) + Duration::from_millis(2) {
+        return Some(format!("ttl: {ttl:?} leaves no validity"));
     }
     None
 }

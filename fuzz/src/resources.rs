@@ -68,7 +68,10 @@ fn resource_list(names: &[String]) {
             if r.is_empty() {
                 Some(format!("resources[{i}]: empty resource name"))
             } else if names[..i].contains(r) {
-                Some(format!("resources[{i}]: duplicate resource {r:?}"))
+                Some(format!(
+                    "resources[{i}]: duplicate resource {:?}",
+                    ironlock::cut(r)
+                ))
             } else {
                 None
             }
