@@ -110,7 +110,10 @@ export interface AcquireOptions {
   wait?: number
   /** Compute a fencing token. */
   fencing?: boolean
-  /** Overrides the manager's `retryCount` for this call (0 = one round). */
+  /**
+   * Overrides the manager's `retryCount` for this call (0 = one round, -1 = retry until
+   * acquired, as in node-redlock).
+   */
   retryCount?: number
 }
 
@@ -133,12 +136,36 @@ export declare function debugPanic(inTask: boolean): Promise<void>
  */
 export declare function drain(limitMs: number): Promise<boolean>
 
+/** A node as parts, as the JS layer read them from an options object or a client. */
+export interface NodeParts {
+  /** Host name or address (default `127.0.0.1`); ignored when `path` is set. */
+  host?: string
+  /** TCP port (default 6379). */
+  port?: number
+  /** Unix socket path. */
+  path?: string
+  /** ACL user name. */
+  username?: string
+  /** Password. */
+  password?: string
+  /** Database number. */
+  db?: number
+  /** TLS (`rediss://`). */
+  tls?: boolean
+}
+
+/** The nodes named by `IRONLOCK_NODES`, else `REDIS_URL`; `null` when neither is set. */
+export declare function nodesFromEnv(): Array<string> | null
+
+/** The URL of node `what` (e.g. `nodes[2]`, named in errors) given as parts. */
+export declare function nodeUrl(what: string, parts: NodeParts): string
+
 /** Q = floor(N / 2) + 1: the quorum of `n` nodes, as the core computes it. */
 export declare function quorum(n: number): number
 
 /** Manager settings; every field is optional and defaults as in the core. */
 export interface Settings {
-  /** Further rounds after the first (0 = try once). Default 10. */
+  /** Further rounds after the first (0 = try once, -1 = retry until acquired). Default 10. */
   retryCount?: number
   /** Mean pause between rounds, ms. Default 200. */
   retryDelay?: number
@@ -164,4 +191,9 @@ export interface Settings {
   maxExtensions?: number
   /** Auto-extension extends when remaining validity falls below this, ms. Default ttl / 3. */
   extensionThreshold?: number
+  /** Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots. */
+  tlsCaCert?: string
 }
+
+/** The URLs of a comma-separated list given as argument `what`. */
+export declare function splitNodeList(what: string, text: string): Array<string>

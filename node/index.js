@@ -841,4 +841,7 @@ module.exports.NativeManager = nativeBinding.NativeManager
 module.exports.coreVersion = nativeBinding.coreVersion
 module.exports.debugPanic = nativeBinding.debugPanic
 module.exports.drain = nativeBinding.drain
+module.exports.nodesFromEnv = nativeBinding.nodesFromEnv
+module.exports.nodeUrl = nativeBinding.nodeUrl
 module.exports.quorum = nativeBinding.quorum
+module.exports.splitNodeList = nativeBinding.splitNodeList

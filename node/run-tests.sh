@@ -44,3 +44,6 @@ done
 
 echo "== node --test"
 node --test --test-reporter=spec test/*.test.mjs
+
+echo "== node-redlock's own test suite (ava 4, worker threads, ioredis 5) against Redlock"
+node peer-tests.mjs

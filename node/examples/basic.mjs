@@ -1,7 +1,7 @@
 // Quick start for the `ironlock` npm package (run by node/test/example.test.mjs).
 // Nodes come from IRONLOCK_NODES (comma-separated URLs), default three local Redis servers.
 import { setTimeout as sleep } from 'node:timers/promises'
-import { LockManager, ResourceLockedError } from 'ironlock'
+import { LockManager, LockContendedError } from 'ironlock'
 
 const nodes = (
   process.env.IRONLOCK_NODES ??
@@ -22,7 +22,7 @@ try {
   try {
     await manager.acquire(['invoice:42'], 10_000, { retryCount: 0 })
   } catch (err) {
-    if (!(err instanceof ResourceLockedError)) throw err
+    if (!(err instanceof LockContendedError)) throw err
     console.log(`second acquire: ${err.code}, votes ${err.report.map((n) => n.vote)}`)
   }
 } finally {

@@ -1,8 +1,9 @@
 'use strict'
 // Type checks for values coming from JavaScript. Ranges (NaN, negative, fractional, too large,
-// empty, duplicate) are checked by the Rust core, which names the argument too.
+// empty, duplicate) are checked by the Rust core, which names the argument too. Messages quote
+// what the caller passed cut to ~80 characters.
 
-const { invalid } = require('./errors.js')
+const { invalid, cut } = require('./errors.js')
 
 function describe(v) {
   if (v === null) return 'null'
@@ -40,6 +41,12 @@ function number(name, v) {
   return v
 }
 
+/** A count: a number, or -1 for "no limit" where the native layer accepts it. */
+function count(name, v) {
+  if (typeof v !== 'number') throw invalid(`${name}: expected a number, got ${describe(v)}`)
+  return v
+}
+
 function boolean(name, v) {
   if (typeof v !== 'boolean') throw invalid(`${name}: expected a boolean, got ${describe(v)}`)
   return v
@@ -48,6 +55,13 @@ function boolean(name, v) {
 function string(name, v) {
   if (typeof v !== 'string') throw invalid(`${name}: expected a string, got ${describe(v)}`)
   return v
+}
+
+/** PEM text, as a string or a Buffer / Uint8Array. */
+function pem(name, v) {
+  if (typeof v === 'string') return v
+  if (v instanceof Uint8Array) return Buffer.from(v).toString('utf8')
+  throw invalid(`${name}: expected PEM text (a string or a Buffer), got ${describe(v)}`)
 }
 
 function plainObject(name, v) {
@@ -59,10 +73,10 @@ function plainObject(name, v) {
 }
 
 const SETTINGS = {
-  retryCount: number,
+  retryCount: count,
   retryDelay: number,
   retryJitter: number,
-  driftFactor: number,
+  driftFactor: count,
   driftConstant: number,
   nodeTimeout: number,
   connectTimeout: number,
@@ -70,32 +84,36 @@ const SETTINGS = {
   restartQuarantine: boolean,
   keyPrefix: string,
   minValidity: number,
-  maxExtensions: number,
+  maxExtensions: count,
   extensionThreshold: number,
+  tlsCaCert: pem,
 }
 
 // node-redlock's names for the same settings.
 const ALIASES = { automaticExtensionThreshold: 'extensionThreshold' }
 
 /** Manager settings, type-checked, with unknown names rejected. */
-function settings(v) {
+function settings(v, name = 'settings') {
   const out = {}
-  for (const [key, value] of Object.entries(plainObject('settings', v))) {
-    const name = ALIASES[key] ?? key
-    const check = SETTINGS[name]
-    if (!check) throw invalid(`settings.${key}: unknown setting`)
+  for (const [key, value] of Object.entries(plainObject(name, v))) {
+    const setting = ALIASES[key] ?? key
+    const check = SETTINGS[setting]
+    if (!check) throw invalid(`${name}.${cut(key)}: unknown setting`)
     if (value === undefined) continue
     // maxExtensions: null means unlimited (the default).
-    if (name === 'maxExtensions' && value === null) continue
-    out[name] = check(`settings.${key}`, value)
+    if (setting === 'maxExtensions' && value === null) continue
+    out[setting] = check(`${name}.${key}`, value)
   }
   return out
 }
 
-const ACQUIRE = { wait: number, fencing: boolean, retryCount: number }
+const ACQUIRE = { wait: number, fencing: boolean, retryCount: count }
 
-/** Acquire options, type-checked; `signal` is split off. */
-function acquireOptions(v) {
+/**
+ * Options of one acquire, type-checked; `signal` is split off. `more` adds the names a caller
+ * accepts beyond `wait`, `fencing`, `retryCount` and `signal` (Redlock's per-call settings).
+ */
+function acquireOptions(v, more = {}) {
   const out = {}
   let signal
   for (const [key, value] of Object.entries(plainObject('options', v))) {
@@ -107,13 +125,15 @@ function acquireOptions(v) {
       signal = value
       continue
     }
-    const check = ACQUIRE[key]
+    const name = ALIASES[key] ?? key
+    const check = ACQUIRE[key] ?? more[name]
     if (!check) {
+      const names = ['wait', 'fencing', 'signal', 'retryCount', ...Object.keys(more)].join(', ')
       throw invalid(
-        `options.${key}: unknown acquire option (per-call options are wait, fencing, signal, retryCount; set others on the manager)`,
+        `options.${cut(key)}: unknown acquire option (per-call options are ${names}; set others on the manager)`,
       )
     }
-    out[key] = check(`options.${key}`, value)
+    out[name] = check(`options.${key}`, value)
   }
   return { options: out, signal }
 }
@@ -123,4 +143,15 @@ function func(name, v) {
   return v
 }
 
-module.exports = { stringArray, resources, number, settings, acquireOptions, func }
+module.exports = {
+  SETTINGS,
+  stringArray,
+  resources,
+  number,
+  count,
+  settings,
+  acquireOptions,
+  func,
+  describe,
+  plainObject,
+}

@@ -1,6 +1,7 @@
-// Types of the `ironlock` npm package (lib/index.js). The native module's generated types are
-// in ../index.d.ts; this file re-uses its setting shapes.
+// Types of the `ironlock` npm package (lib/index.js; lib/index.d.mts for `import`). The native
+// module's generated types are in ../index.d.ts; this file re-uses its setting shapes.
 
+import type { EventEmitter } from 'node:events'
 import type { Settings as NativeSettings } from '../index'
 
 /** SPEC §5 error codes. */
@@ -20,18 +21,57 @@ export interface NodeReport {
 }
 
 /** Manager settings (SPEC §4) in camelCase; durations in integer milliseconds. */
-export interface Settings extends Omit<NativeSettings, 'maxExtensions'> {
+export interface Settings extends Omit<NativeSettings, 'maxExtensions' | 'tlsCaCert'> {
+  /** Further rounds after the first (0 = try once, -1 = retry until acquired). Default 10. */
+  retryCount?: number
   /** How often one lock may be extended; `null` or absent = unlimited. */
   maxExtensions?: number | null
   /** node-redlock's name for `extensionThreshold`. */
   automaticExtensionThreshold?: number
+  /** Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots. */
+  tlsCaCert?: string | Uint8Array
 }
+
+/** ioredis-style options of one node (`tls` true or `{ ca }`; verification is never off). */
+export interface NodeOptions {
+  host?: string
+  port?: number
+  /** Unix socket path. */
+  path?: string
+  username?: string
+  password?: string
+  db?: number
+  tls?: boolean | { ca?: string | Uint8Array | Array<string | Uint8Array>; [option: string]: unknown }
+  /** ioredis's key prefix; ironlock uses it as `keyPrefix` when every client agrees. */
+  keyPrefix?: string
+}
+
+/** node-redis-style options of one node. */
+export interface NodeRedisOptions {
+  url?: string
+  socket?: { host?: string; port?: number; path?: string; tls?: boolean; ca?: string | Uint8Array }
+  username?: string
+  password?: string
+  database?: number
+}
+
+/**
+ * One node: a URL, an options object, or an ioredis / node-redis client instance (its `options`
+ * are read; ironlock opens its own connection).
+ */
+export type RedisNode = string | NodeOptions | NodeRedisOptions | { options: object }
+
+/**
+ * The nodes of a manager: node values, one comma-separated string of URLs, or nothing
+ * (`IRONLOCK_NODES`, then `REDIS_URL`).
+ */
+export type Nodes = Iterable<RedisNode> | string | null | undefined
 
 /** Options of one acquire. */
 export interface AcquireOptions {
   /** Keep retrying until this many milliseconds have passed. */
   wait?: number
-  /** Overrides the manager's `retryCount` (0 = a single round). */
+  /** Overrides the manager's `retryCount` (0 = a single round, -1 = until acquired). */
   retryCount?: number
   /** Compute a fencing token (`lock.fence`). */
   fencing?: boolean
@@ -39,8 +79,34 @@ export interface AcquireOptions {
   signal?: AbortSignal
 }
 
+/** node-redlock's per-call settings of `Redlock.acquire` / `Redlock.using`, and ironlock's options. */
+export interface RedlockAcquireSettings extends AcquireOptions {
+  retryDelay?: number
+  retryJitter?: number
+  driftFactor?: number
+  automaticExtensionThreshold?: number
+  extensionThreshold?: number
+}
+
+/** A node as node-redlock keys its votes: the client or options object given, else the URL. */
+export type Voter = string | object
+
+/** node-redlock's summary of one round. */
+export interface ExecutionStats {
+  readonly membershipSize: number
+  readonly quorumSize: number
+  readonly votesFor: Set<Voter>
+  /** Why each other node did not vote for: a `ResourceLockedError`, or the node's error. */
+  readonly votesAgainst: Map<Voter, Error>
+}
+
+/** node-redlock's result of an operation: one Promise of `ExecutionStats` per round. */
+export interface ExecutionResult {
+  readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
+}
+
 /** What a release did. */
-export interface ReleaseResult {
+export interface ReleaseResult extends ExecutionResult {
   /** A quorum still held the keys with this lock's token and deleted them. */
   held: boolean
   /** Nodes on which keys were deleted. */
@@ -61,6 +127,10 @@ export interface KeepAlive {
 /** A lock granted by a quorum. Not released when garbage-collected: release it. */
 export declare class Lock {
   private constructor()
+  /** The manager that granted this lock. */
+  readonly manager: LockManager
+  /** node-redlock's name for `manager`. */
+  readonly redlock: LockManager
   /** The resource names, as given. */
   readonly resources: string[]
   /** The random token stored under every key. */
@@ -77,6 +147,8 @@ export declare class Lock {
   readonly elapsed: number
   /** Rounds the last operation ran (retries + 1 for the acquire; 1 after an extend). */
   readonly rounds: number
+  /** node-redlock's per-round stats of the last operation (the acquire or the last extend). */
+  readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
   isValid(): boolean
   isLost(): boolean
   /** Extends to `durationMs` from now; rejects with LockLostError if the lock is gone. */
@@ -93,20 +165,23 @@ export declare class Lock {
   [Symbol.asyncDispose](): Promise<void>
 }
 
+/** `using`'s signal: aborted when the lock is lost; `error` is then the reason (node-redlock). */
+export type RedlockAbortSignal = AbortSignal & { readonly error?: Error }
+
 /** A routine run by `using`: `signal` aborts when the lock is lost. */
-export type Routine<T> = (signal: AbortSignal, lock: Lock) => Promise<T> | T
+export type Routine<T> = (signal: RedlockAbortSignal, lock: Lock) => Promise<T> | T
 
 /** Takes Redlock locks over N independent Redis masters. */
-export declare class LockManager {
+export declare class LockManager extends EventEmitter {
   /** Validates at once (throws InvalidArgumentError / ConnectionError) and connects in the background. */
-  constructor(nodes: string[], settings?: Settings)
-  /** A manager whose first connection attempt to every node has finished. */
+  constructor(nodes?: Nodes, settings?: Settings)
+  /** A started manager: a quorum of nodes is connected or every node was tried once. */
   static connect<T extends LockManager>(
-    this: new (nodes: string[], settings?: Settings) => T,
-    nodes: string[],
+    this: new (nodes?: Nodes, settings?: Settings) => T,
+    nodes?: Nodes,
     settings?: Settings,
   ): Promise<T>
-  /** Resolves once the first connection attempt to every node has finished. */
+  /** Resolves once the manager has started (see `connect`). */
   ready(): Promise<void>
   acquire(resources: string[], durationMs: number, options?: AcquireOptions): Promise<Lock>
   release(lock: Lock): Promise<ReleaseResult>
@@ -121,10 +196,29 @@ export declare class LockManager {
   close(): Promise<void>
 }
 
-/** node-redlock's name for the manager. */
+/**
+ * node-redlock 5's `Redlock` over ironlock's core: `new Redlock(clients, settings)` with ioredis /
+ * node-redis clients, options objects or URLs; per-call settings; `on("error", …)` for every
+ * node that did not vote for an operation.
+ */
 export declare class Redlock extends LockManager {
-  /** node-redlock's name for `close()`. */
+  constructor(clients?: Nodes, settings?: Settings)
+  acquire(resources: string[], duration: number, settings?: RedlockAcquireSettings): Promise<Lock>
+  /** One round; `settings` is accepted for node-redlock's signature. */
+  release(lock: Lock, settings?: Partial<RedlockAcquireSettings>): Promise<ReleaseResult>
+  /** Extends `lock` and resolves to it (one round; `settings` is accepted, not used). */
+  extend(lock: Lock, duration: number, settings?: Partial<RedlockAcquireSettings>): Promise<Lock>
+  using<T>(
+    resources: string[],
+    duration: number,
+    settings: RedlockAcquireSettings | undefined,
+    routine: Routine<T>,
+  ): Promise<T>
+  using<T>(resources: string[], duration: number, routine: Routine<T>): Promise<T>
+  /** Closes ironlock's connections and quits the client instances it was given. */
   quit(): Promise<void>
+  on(event: 'error', listener: (error: Error) => void): this
+  on(event: string | symbol, listener: (...args: any[]) => void): this
 }
 
 /** Base class of every ironlock error. */
@@ -137,18 +231,31 @@ export declare class IronlockError extends Error {
   /** Rounds run (0 when no node was asked). */
   readonly rounds: number
 }
+/**
+ * A quorum operation failed (node-redlock's class): every failed acquisition (CONTENDED,
+ * UNAVAILABLE), and LOST.
+ */
+export declare class ExecutionError extends IronlockError {
+  constructor(message: string, attempts: ReadonlyArray<Promise<ExecutionStats>>)
+  /** One Promise of node-redlock's stats per round (the core reports the last round's votes). */
+  readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
+}
 /** CONTENDED: the lock is held elsewhere. */
-export declare class ResourceLockedError extends IronlockError {}
+export declare class LockContendedError extends ExecutionError {}
 /** UNAVAILABLE: no quorum, nodes down, slow or quarantined. */
-export declare class ExecutionError extends IronlockError {}
+export declare class QuorumUnavailableError extends ExecutionError {}
 /** LOST: the lock expired or was taken over. */
-export declare class LockLostError extends IronlockError {}
+export declare class LockLostError extends ExecutionError {}
 /** INVALID_ARGUMENT: bad input; the message names the argument. */
 export declare class InvalidArgumentError extends IronlockError {}
-/** CONNECTION: a node URL cannot be used at all. */
+/** CONNECTION: the node list cannot be used at all. */
 export declare class ConnectionError extends IronlockError {}
 /** INTERNAL: a bug in ironlock. */
 export declare class InternalError extends IronlockError {}
+/** node-redlock's vote reason: another lock holds a resource. A value, never thrown. */
+export declare class ResourceLockedError extends Error {
+  constructor(message: string)
+}
 
 /** The version of the Rust core inside the native module. */
 export declare const coreVersion: string
@@ -162,3 +269,6 @@ export interface NodeReportObject {
   /** The error text for `error` and `timeout` votes. */
   error?: string
 }
+
+/** node-redlock's CommonJS build: `require('ironlock').default` is `Redlock`. */
+export { Redlock as default }

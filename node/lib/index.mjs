@@ -1,4 +1,5 @@
-// ES module entry point: the same objects as the CommonJS entry (lib/index.js).
+// ES module entry point: the same objects as the CommonJS entry (lib/index.js). The default
+// export is `Redlock`, as node-redlock's (`import Redlock from 'redlock'`).
 import ironlock from './index.js'
 
 export const {
@@ -6,13 +7,15 @@ export const {
   Redlock,
   Lock,
   IronlockError,
-  ResourceLockedError,
   ExecutionError,
+  LockContendedError,
+  QuorumUnavailableError,
   LockLostError,
   InvalidArgumentError,
   ConnectionError,
   InternalError,
+  ResourceLockedError,
   coreVersion,
 } = ironlock
 
-export default ironlock
+export default Redlock

@@ -121,6 +121,38 @@ fn replace_word(text: &str, word: &str, by: &str) -> String {
     out
 }
 
+/// The decimal `number` (digits with at most one '.') times 10^`shift`, exactly (no float
+/// rounding: `9007199254740.991` s is `9007199254740991` ms), without leading or trailing zeros.
+fn shift_decimal(number: &str, shift: i32) -> String {
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    let digits: String = format!("{int}{frac}");
+    let point = int.len() as i32 + shift;
+    let (int, frac) = if point <= 0 {
+        (
+            "0".to_owned(),
+            format!("{}{digits}", "0".repeat(point.unsigned_abs() as usize)),
+        )
+    } else if point as usize >= digits.len() {
+        (
+            format!("{digits}{}", "0".repeat(point as usize - digits.len())),
+            String::new(),
+        )
+    } else {
+        (
+            digits[..point as usize].to_owned(),
+            digits[point as usize..].to_owned(),
+        )
+    };
+    let int = int.trim_start_matches('0');
+    let int = if int.is_empty() { "0" } else { int };
+    let frac = frac.trim_end_matches('0');
+    if frac.is_empty() {
+        int.to_owned()
+    } else {
+        format!("{int}.{frac}")
+    }
+}
+
 /// Rewrites the durations of a core message (`60s`, `1.5s`, `86400 s`, `250ms`, `10µs`: Rust's
 /// `Duration` debug form and the core's own `N s`) as milliseconds (`60000 ms`).
 fn durations_in_ms(text: &str) -> String {
@@ -144,20 +176,16 @@ fn durations_in_ms(text: &str) -> String {
         });
         let standalone = !before.is_some_and(|c| c.is_alphanumeric() || c == '^' || c == '.');
         out.push_str(&rest[..start]);
-        match (unit, number.parse::<f64>()) {
-            (Some(unit), Ok(value)) if standalone => {
-                let ms = match unit {
-                    "s" => value * 1000.0,
-                    "ms" => value,
-                    "µs" => value / 1000.0,
-                    _ => value / 1_000_000.0,
+        match unit {
+            Some(unit) if standalone && number.bytes().filter(|&b| b == b'.').count() <= 1 => {
+                let shift = match unit {
+                    "s" => 3,
+                    "ms" => 0,
+                    "µs" => -3,
+                    _ => -6,
                 };
-                // Whole milliseconds print without a fraction; huge values in full digits.
-                if ms.fract() == 0.0 && ms.abs() < 1e21 {
-                    out.push_str(&format!("{} ms", ms as u128));
-                } else {
-                    out.push_str(&format!("{ms} ms"));
-                }
+                out.push_str(&shift_decimal(number, shift));
+                out.push_str(" ms");
                 rest = &unit_text[unit.len()..];
             }
             _ => {

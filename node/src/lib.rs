@@ -16,12 +16,14 @@ mod complete;
 mod error;
 mod lock;
 mod manager;
+mod nodes;
 mod runtime;
 mod settings;
 
 pub use lock::NativeLock;
 
 pub use manager::{CancelToken, NativeManager};
+pub use nodes::{NodeParts, node_url, nodes_from_env, split_node_list};
 pub use settings::{AcquireOptions, Settings};
 
 /// Resolves once the requests that decided rounds stopped waiting for (the last deletes of a

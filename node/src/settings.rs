@@ -13,7 +13,7 @@ use crate::error::{invalid, to_napi};
 #[napi(object)]
 #[derive(Default)]
 pub struct Settings {
-    /// Further rounds after the first (0 = try once). Default 10.
+    /// Further rounds after the first (0 = try once, -1 = retry until acquired). Default 10.
     pub retry_count: Option<f64>,
     /// Mean pause between rounds, ms. Default 200.
     pub retry_delay: Option<f64>,
@@ -39,6 +39,8 @@ pub struct Settings {
     pub max_extensions: Option<f64>,
     /// Auto-extension extends when remaining validity falls below this, ms. Default ttl / 3.
     pub extension_threshold: Option<f64>,
+    /// Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots.
+    pub tls_ca_cert: Option<String>,
 }
 
 /// Options of one acquire.
@@ -49,7 +51,8 @@ pub struct AcquireOptions {
     pub wait: Option<f64>,
     /// Compute a fencing token.
     pub fencing: Option<bool>,
-    /// Overrides the manager's `retryCount` for this call (0 = one round).
+    /// Overrides the manager's `retryCount` for this call (0 = one round, -1 = retry until
+    /// acquired, as in node-redlock).
     pub retry_count: Option<f64>,
 }
 
@@ -65,6 +68,20 @@ pub fn count(name: &str, v: f64) -> napi::Result<u32> {
     }
 }
 
+/// A retry count: a count, or -1 for node-redlock's "retry until acquired" (as many rounds as
+/// the core counts, 2^32 - 1: years of retries at any delay).
+pub fn retries(name: &str, v: f64) -> napi::Result<u32> {
+    if v == -1.0 {
+        return Ok(u32::MAX);
+    }
+    count(name, v).map_err(|_| {
+        invalid(format!(
+            "{name}: must be a non-negative integer below 2^32, or -1 to retry until acquired, got {}",
+            ironlock::cut(&v.to_string())
+        ))
+    })
+}
+
 /// Integer milliseconds → `Duration`, through the core's shared check.
 pub fn millis(name: &str, v: f64) -> napi::Result<Duration> {
     duration_from_millis_f64(name, v).map_err(to_napi)
@@ -75,7 +92,7 @@ impl Settings {
     pub fn into_config(self, nodes: Vec<String>) -> napi::Result<Config> {
         let mut c = Config::new(nodes);
         if let Some(v) = self.retry_count {
-            c = c.retry_count(count("settings.retryCount", v)?);
+            c = c.retry_count(retries("settings.retryCount", v)?);
         }
         if let Some(v) = self.retry_delay {
             c = c.retry_delay(millis("settings.retryDelay", v)?);
@@ -113,6 +130,9 @@ impl Settings {
         if let Some(v) = self.extension_threshold {
             c = c.extension_threshold(Some(millis("settings.extensionThreshold", v)?));
         }
+        if let Some(pem) = self.tls_ca_cert {
+            c = c.tls_ca_cert(Some(pem.into_bytes()));
+        }
         Ok(c)
     }
 }
@@ -124,7 +144,7 @@ impl AcquireOptions {
             wait: self.wait.map(|v| millis("options.wait", v)).transpose()?,
             retry_count: self
                 .retry_count
-                .map(|v| count("options.retryCount", v))
+                .map(|v| retries("options.retryCount", v))
                 .transpose()?,
             fencing: self.fencing.unwrap_or(false),
         })

@@ -14,6 +14,8 @@ import ironlock, {
   IronlockError,
   ResourceLockedError,
   ExecutionError,
+  LockContendedError,
+  QuorumUnavailableError,
   LockLostError,
   ConnectionError,
 } from '../lib/index.mjs'
@@ -98,15 +100,28 @@ describe('three nodes', () => {
     assert.ok(b.fence > a.fence, `${a.fence} < ${b.fence}`)
   })
 
-  it('contention is a ResourceLockedError with the per-node report', async () => {
+  it('contention is a LockContendedError (an ExecutionError) with the report and attempts', async () => {
     const r = [unique()]
     const held = await manager.acquire(r, 5_000)
     const e = await manager.acquire(r, 5_000).catch((x) => x)
-    assert.ok(e instanceof ResourceLockedError && e instanceof IronlockError && e instanceof Error)
+    assert.ok(e instanceof LockContendedError && e instanceof ExecutionError && e instanceof IronlockError)
     assert.equal(e.code, 'CONTENDED')
-    assert.equal(e.name, 'ResourceLockedError')
+    assert.equal(e.name, 'LockContendedError')
     assert.ok(e.report.filter((n) => n.vote === 'against').length >= 2, JSON.stringify(e.report))
     for (const n of e.report) assert.ok(cluster.urls.includes(n.url), n.url)
+    // node-redlock's attempts: one round (retryCount 0), votes keyed by URL (nodes given as URLs).
+    assert.equal(e.attempts.length, 1)
+    const [stats] = await Promise.all(e.attempts)
+    assert.deepEqual([stats.membershipSize, stats.quorumSize], [3, 2])
+    assert.ok(stats.votesAgainst.size >= 2)
+    for (const [url, why] of stats.votesAgainst) {
+      assert.ok(cluster.urls.includes(url), url)
+      if (why instanceof ResourceLockedError) {
+        assert.equal(why.message, 'The operation was applied to: 0 of the 1 requested resources.')
+      }
+    }
+    // Vote reasons are values, not thrown errors: never an IronlockError.
+    assert.ok(!(new ResourceLockedError('x') instanceof IronlockError))
     await held.release()
   })
 
@@ -412,7 +427,7 @@ describe('three nodes', () => {
       const t = Date.now()
       const e = await slow.acquire([unique()], 5_000).catch((x) => x)
       const elapsed = Date.now() - t
-      assert.ok(e instanceof ExecutionError, String(e))
+      assert.ok(e instanceof QuorumUnavailableError && e instanceof ExecutionError, String(e))
       assert.equal(e.code, 'UNAVAILABLE')
       assert.ok(e.report.filter((n) => n.vote === 'timeout').length === 2, JSON.stringify(e.report))
       assert.ok(elapsed >= 1_000, `${elapsed} ms`)
@@ -448,12 +463,13 @@ describe('three nodes', () => {
     await assert.rejects(redlock.acquire([unique()], 1_000), (e) => e.code === 'UNAVAILABLE')
   })
 
-  it('default and CommonJS exports are the same objects', async () => {
-    const { createRequire } = await import('node:module')
-    const cjs = createRequire(import.meta.url)('../lib/index.js')
-    assert.equal(ironlock.LockManager, LockManager)
+  it('the default export is Redlock (as node-redlock); CommonJS exports the same objects', async () => {
+    const cjs = require('../lib/index.js')
+    assert.equal(ironlock, Redlock)
+    assert.equal(cjs.default, Redlock)
     assert.equal(cjs.LockManager, LockManager)
-    assert.match(ironlock.coreVersion, /^\d+\.\d+\.\d+/)
+    assert.equal(cjs.QuorumUnavailableError, QuorumUnavailableError)
+    assert.match(cjs.coreVersion, /^\d+\.\d+\.\d+/)
   })
 })
 

@@ -36,10 +36,23 @@ describe('bad input', () => {
 
   it('constructor: nodes', () => {
     const url = cluster.urls[0]
+    // No nodes given: IRONLOCK_NODES, then REDIS_URL; neither is set here.
+    delete process.env.IRONLOCK_NODES
+    delete process.env.REDIS_URL
     const cases = [
-      [undefined, 'nodes'],
-      ['redis://127.0.0.1:1', 'nodes'],
+      [undefined, 'nodes: none given, and neither IRONLOCK_NODES nor REDIS_URL is set'],
+      [42, 'nodes'],
+      [`${url},,${url}`, 'nodes: empty entry'],
       [[], 'nodes'],
+      [[true], 'nodes[0]'],
+      [[url, { port: 70_000 }], 'nodes[1].port'],
+      [[{ port: 6379.5 }], 'nodes[0].port'],
+      [[{ db: -1 }], 'nodes[0].db'],
+      [[{ password: 5 }], 'nodes[0].password'],
+      [[{ tls: { rejectUnauthorized: false } }], 'nodes[0].tls.rejectUnauthorized'],
+      [[{ tls: { cert: 'x', key: 'y' } }], 'nodes[0].tls.cert'],
+      [[{ options: { startupNodes: [] }, isCluster: true, sendCommand() {} }], 'nodes[0]: a Redis Cluster client'],
+      [[{ sentinels: [{ host: 'h' }], name: 'm' }], 'nodes[0]: a Sentinel client'],
       [[42], 'nodes[0]'],
       [[url, null], 'nodes[1]'],
       [[url, url], 'nodes[1]'],
@@ -79,7 +92,7 @@ describe('bad input', () => {
       [{ retryDelay: -1 }, 'settings.retryDelay'],
       [{ retryDelay: 1.5 }, 'settings.retryDelay'],
       [{ retryJitter: Infinity }, 'settings.retryJitter'],
-      [{ retryCount: -1 }, 'settings.retryCount'],
+      [{ retryCount: -2 }, 'settings.retryCount'],
       [{ retryCount: 0.5 }, 'settings.retryCount'],
       [{ retryCount: 2 ** 40 }, 'settings.retryCount'],
       [{ driftFactor: 0.5 }, 'settings.driftFactor'],

@@ -29,7 +29,7 @@ const CONCURRENT = 4
 // would wait 20 s, report, and let the main thread terminate the worker.
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads')
-const { LockManager, ResourceLockedError } = require(${JSON.stringify(PACKAGE)})
+const { LockManager, LockContendedError } = require(${JSON.stringify(PACKAGE)})
 const { urls, resource, held, mode } = workerData
 ;(async () => {
   const manager = await LockManager.connect(urls, { restartQuarantine: false, retryCount: 0 })
@@ -42,7 +42,7 @@ const { urls, resource, held, mode } = workerData
     // The main thread's lock is honoured across threads.
     const contended = await manager.acquire([held], 1000).then(
       () => 'acquired',
-      (e) => (e instanceof ResourceLockedError ? 'contended' : String(e)),
+      (e) => (e instanceof LockContendedError ? 'contended' : String(e)),
     )
     if (contended !== 'contended') throw new Error('the main thread lock was not honoured: ' + contended)
   }

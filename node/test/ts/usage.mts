@@ -5,8 +5,11 @@ import {
   Redlock,
   Lock,
   IronlockError,
+  ExecutionError,
+  LockContendedError,
   ResourceLockedError,
   LockLostError,
+  type ExecutionStats,
   type ErrorCode,
   type NodeReport,
   type ReleaseResult,
@@ -32,10 +35,13 @@ async function main(nodes: string[]): Promise<void> {
       await manager.acquire([resource], 1_000)
       throw new Error('expected contention')
     } catch (e) {
-      if (!(e instanceof ResourceLockedError)) throw e
+      if (!(e instanceof LockContendedError) || !(e instanceof ExecutionError)) throw e
       const code: ErrorCode = e.code
       const report: NodeReport[] = e.report
+      const [last]: ExecutionStats[] = (await Promise.all(e.attempts)).slice(-1)
+      const reasons = [...last.votesAgainst.values()]
       if (code !== 'CONTENDED' || report.length !== nodes.length) throw e
+      if (!reasons.some((r) => r instanceof ResourceLockedError)) throw e
     }
   }
   if (inside.isValid()) throw new Error('await using did not release the lock')

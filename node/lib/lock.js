@@ -1,0 +1,293 @@
+'use strict'
+// `Lock`: a granted lock over the native `NativeLock`, the result of a release, and `using`'s
+// routine runner (auto-extension, the lost-lock AbortSignal, and the core's loss rule at the end).
+
+const { inspect } = require('node:util')
+
+const native = require('../index.js')
+const errors = require('./errors.js')
+const args = require('./args.js')
+const { start } = require('./calls.js')
+
+const { LockLostError, fromNative } = errors
+const kNative = Symbol('ironlock.native')
+const kContext = Symbol('ironlock.context')
+
+/** The core's report of a native lock's last operation: `{elapsed_ms, rounds, nodes}`. */
+function coreReport(n) {
+  return JSON.parse(n.reportJson)
+}
+
+/**
+ * `release()`'s and `finish()`'s result: `held`, `deletedOn`, and the release round's `report`,
+ * `elapsed`, `rounds` and (node-redlock's) `attempts`, parsed from the core's JSON when first read.
+ */
+function released(r, voters) {
+  const json = r[2]
+  let parsed
+  const core = () => {
+    if (parsed === undefined) parsed = JSON.parse(json)
+    return parsed
+  }
+  let report
+  let attempts
+  return {
+    held: r[0],
+    deletedOn: r[1],
+    get report() {
+      if (report === undefined) report = errors.normalizeReport(core())
+      return report
+    },
+    set report(v) {
+      report = v
+    },
+    get elapsed() {
+      return core().elapsed_ms
+    },
+    get rounds() {
+      return core().rounds
+    },
+    get attempts() {
+      if (attempts === undefined) {
+        attempts = errors.attemptsOf({ report: this.report, rounds: this.rounds }, voters)
+      }
+      return attempts
+    },
+  }
+}
+
+/** A lock granted by a quorum. Release it explicitly (or with `await using`, or `using`). */
+class Lock {
+  /**
+   * Locks are created by `LockManager.acquire`. `context`: `{manager, nodes, observe}` —
+   * the manager, the caller's node objects (for `attempts`), and a function told every report.
+   */
+  constructor(nativeLock, context) {
+    if (!(nativeLock instanceof native.NativeLock)) {
+      throw errors.invalid('Lock: locks are created by LockManager.acquire')
+    }
+    Object.defineProperty(this, kNative, { value: nativeLock })
+    Object.defineProperty(this, kContext, { value: context ?? {} })
+  }
+
+  /** The manager that granted this lock (node-redlock's `lock.redlock`). */
+  get manager() {
+    return this[kContext].manager
+  }
+
+  /** node-redlock's name for `manager`. */
+  get redlock() {
+    return this[kContext].manager
+  }
+
+  /** The resource names, as given. */
+  get resources() {
+    return this[kNative].resources
+  }
+
+  /** The random token stored under every key. */
+  get value() {
+    return this[kNative].value
+  }
+
+  /** End of validity in epoch milliseconds (as node-redlock); use validityMs for decisions. */
+  get expiration() {
+    return this[kNative].expiration
+  }
+
+  /** Remaining validity in milliseconds, from the monotonic clock. */
+  get validityMs() {
+    return this[kNative].validityMs
+  }
+
+  /** The fencing token (bigint) when acquired with `fencing: true`, else null. */
+  get fence() {
+    return this[kNative].fence ?? null
+  }
+
+  /** Per-node report `[{url, vote, error}]` of the last operation on this lock. */
+  get report() {
+    return errors.normalizeReport(coreReport(this[kNative]))
+  }
+
+  /** Milliseconds the last operation's (last) round took. */
+  get elapsed() {
+    return coreReport(this[kNative]).elapsed_ms
+  }
+
+  /** Rounds the last operation ran (the acquire's retries + 1; 1 after an extend). */
+  get rounds() {
+    return coreReport(this[kNative]).rounds
+  }
+
+  /** node-redlock's `attempts` of the last operation (the acquire, or the last extend). */
+  get attempts() {
+    const core = coreReport(this[kNative])
+    const report = errors.normalizeReport(core)
+    return errors.attemptsOf({ report, rounds: core.rounds }, this.#voters())
+  }
+
+  /** True while neither lost nor released and validity remains. */
+  isValid() {
+    return this[kNative].isValid()
+  }
+
+  /** True once the lock is known lost. */
+  isLost() {
+    return this[kNative].isLost()
+  }
+
+  #voters() {
+    return { nodes: this[kContext].nodes, resources: this[kNative].resources.length }
+  }
+
+  #fail() {
+    const voters = this.#voters()
+    const observe = this[kContext].observe
+    return (e) => {
+      const err = fromNative(e, voters)
+      observe?.(err.report, voters)
+      return err
+    }
+  }
+
+  #ok(map) {
+    const observe = this[kContext].observe
+    if (!observe) return map
+    const voters = this.#voters()
+    return (v) => {
+      const out = map(v)
+      observe(out.report, voters)
+      return out
+    }
+  }
+
+  /** Extends the lock to `durationMs` from now; resolves to this lock. */
+  async extend(durationMs) {
+    args.number('durationMs', durationMs)
+    const n = this[kNative]
+    await start(
+      (id) => n.extend(id, durationMs),
+      this.#ok(() => this),
+      this.#fail(),
+    )
+    return this
+  }
+
+  /** Deletes the keys still holding this lock's token. Never rejects for a lost lock. */
+  release() {
+    const voters = this.#voters()
+    return start(
+      (id) => this[kNative].release(id),
+      this.#ok((r) => released(r, voters)),
+      this.#fail(),
+    )
+  }
+
+  /**
+   * Ends a critical section with the core's loss rule: releases, and resolves like `release()`
+   * when the lock was held to the end; rejects with a LockLostError (carrying the release's
+   * report) when it was lost or ran out of validity before, or the release found its token on
+   * fewer than a quorum of nodes.
+   */
+  finish() {
+    const voters = this.#voters()
+    return start(
+      (id) => this[kNative].finish(id),
+      this.#ok((r) => released(r, voters)),
+      this.#fail(),
+    )
+  }
+
+  /**
+   * Keeps the lock extended in the background (when less than `extensionThreshold` of validity
+   * is left) until `stop()` is called on the returned handle, the lock is released, or it is
+   * lost; on loss the core releases it at once and `isLost()` turns true.
+   */
+  keepAlive() {
+    const n = this[kNative]
+    n.keepAlive()
+    return { stop: () => n.stopKeepAlive() }
+  }
+
+  toString() {
+    return `Lock(${errors.cut(JSON.stringify(this.resources))})`
+  }
+
+  /** `util.inspect`: resources, validity left, fence and lost; the token only as a prefix. */
+  [inspect.custom](depth, options, show = inspect) {
+    const n = this[kNative]
+    const shown = {
+      resources: n.resources,
+      validityMs: n.validityMs,
+      fence: n.fence ?? null,
+      lost: n.isLost(),
+      value: `${n.value.slice(0, 8)}…`,
+    }
+    if (depth < 0) return options.stylize('[Lock]', 'special')
+    return `Lock ${show(shown, { ...options, depth: options.depth === null ? null : options.depth - 1 })}`
+  }
+}
+
+if (Symbol.asyncDispose) {
+  /** `await using lock = await manager.acquire(…)` releases at the end of the block. */
+  Lock.prototype[Symbol.asyncDispose] = async function dispose() {
+    await this.release()
+  }
+}
+
+/** The LockLostError with which `using` aborts its signal: the last round's report says why. */
+function lostWhileRunning(n) {
+  const message = `lock on ${errors.cut(JSON.stringify(n.resources))} lost: auto-extension could not keep it`
+  return errors.makeError('LOST', message, coreReport(n))
+}
+
+/**
+ * Runs `routine(signal, lock)` while the core keeps the lock extended, then ends it with the
+ * core's loss rule (`finish`): the routine's result, or a LockLostError when the lock was not
+ * held to the end (the signal's own reason when it aborted while the routine ran). `signal`
+ * also has node-redlock's `signal.error`: the abort reason once aborted, else undefined.
+ */
+async function runUsing(lock, routine, userSignal, abortReason) {
+  const n = lock[kNative]
+  const controller = new AbortController()
+  const signal = controller.signal
+  Object.defineProperty(signal, 'error', {
+    get: () => (signal.aborted ? signal.reason : undefined),
+  })
+  let finished = false
+  // The caller's own signal (options.signal) aborts the routine too.
+  const forward = () => controller.abort(abortReason(userSignal))
+  userSignal?.addEventListener('abort', forward, { once: true })
+  n.keepAlive()
+  n.waitLost().then(
+    (lost) => {
+      if (!finished && lost) controller.abort(lostWhileRunning(n))
+    },
+    () => {},
+  )
+  let out
+  let failure
+  let failed = false
+  try {
+    out = await routine(signal, lock)
+  } catch (e) {
+    failed = true
+    failure = e
+  }
+  finished = true
+  userSignal?.removeEventListener('abort', forward)
+  try {
+    await lock.finish()
+  } catch (e) {
+    if (!(e instanceof LockLostError)) throw failed ? failure : e
+    const reason = signal.reason
+    if (reason instanceof LockLostError) throw reason
+    if (failed) e.cause = failure
+    throw e
+  }
+  if (failed) throw failure
+  return out
+}
+
+module.exports = { Lock, runUsing }

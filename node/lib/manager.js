@@ -1,0 +1,182 @@
+'use strict'
+// `LockManager`: the core's lock manager behind the native `NativeManager`. It converts
+// arguments and calls one native function per operation; every lock rule is the core's.
+
+const { EventEmitter } = require('node:events')
+
+const native = require('../index.js')
+const errors = require('./errors.js')
+const args = require('./args.js')
+const { resolveNodes } = require('./nodes.js')
+const { complete, start, abortReason } = require('./calls.js')
+const { Lock, runUsing } = require('./lock.js')
+
+const { fromNative } = errors
+const kNative = Symbol('ironlock.native')
+const kState = Symbol('ironlock.state')
+/** Internal hooks shared with `Redlock` (lib/redlock.js). */
+const internal = {
+  /** `{urls, nodes, settings, natives}` of a manager. */
+  state: (manager) => manager[kState],
+  /** A native manager over the same nodes with `settings` (throws InvalidArgumentError). */
+  open(urls, settings) {
+    try {
+      return new native.NativeManager(urls, settings, complete)
+    } catch (e) {
+      throw fromNative(e)
+    }
+  },
+  /** Acquires through native manager `n`; see `LockManager.acquire`. */
+  acquire(manager, n, resources, durationMs, options, signal) {
+    return acquire(manager, n, resources, durationMs, options, signal)
+  },
+  /** Called with every report of an operation on this manager's locks (Redlock's events). */
+  observe: Symbol('ironlock.observe'),
+}
+
+/** The Lock of a granted native lock, with what `attempts` and `observe` need. */
+function lockOf(manager, n) {
+  const state = manager[kState]
+  return new Lock(n, { manager, nodes: state.nodes, observe: manager[internal.observe] })
+}
+
+/** The acquire of `manager` through native manager `n` (the manager's own, or a Redlock variant). */
+function acquire(manager, n, resources, durationMs, options, signal) {
+  const state = manager[kState]
+  const voters = { nodes: state.nodes, resources: resources.length }
+  const observe = manager[internal.observe]
+  const fail = (e) => {
+    const err = fromNative(e, voters)
+    observe?.(err.report, voters)
+    return err
+  }
+  const ok = (v) => {
+    const lock = lockOf(manager, v)
+    observe?.(lock.report, voters)
+    return lock
+  }
+  if (!signal) return start((id) => n.acquire(id, resources, durationMs, options), ok, fail)
+  if (signal.aborted) return Promise.reject(abortReason(signal))
+  const token = new native.CancelToken()
+  const onAbort = () => token.cancel()
+  signal.addEventListener('abort', onAbort, { once: true })
+  return start(
+    (id) => n.acquire(id, resources, durationMs, options, token),
+    (v) => {
+      signal.removeEventListener('abort', onAbort)
+      return ok(v)
+    },
+    (envelope) => {
+      signal.removeEventListener('abort', onAbort)
+      const text = typeof envelope === 'string' ? envelope : envelope?.message
+      if (signal.aborted && errors.decode(text)?.code === 'ABORTED') return abortReason(signal)
+      return fail(envelope)
+    },
+  )
+}
+
+/**
+ * Takes Redlock locks over N independent Redis masters.
+ * `nodes`: URLs (`redis://[user:password@]host:port[/db]`, `rediss://`, `unix://`), one
+ * comma-separated string of them, ioredis / node-redis clients or their options objects (their
+ * settings are read; ironlock opens its own connections), or nothing (`IRONLOCK_NODES`, then
+ * `REDIS_URL`). `settings`: SPEC §4 settings in camelCase, durations in integer milliseconds.
+ */
+class LockManager extends EventEmitter {
+  constructor(nodes, settings) {
+    super()
+    const { urls, nodes: given, tlsCaCert, keyPrefix } = resolveNodes(nodes)
+    const s = args.settings(settings)
+    // Settings the client objects agree on, unless given explicitly.
+    if (tlsCaCert !== undefined && s.tlsCaCert === undefined) s.tlsCaCert = tlsCaCert
+    if (keyPrefix !== undefined && s.keyPrefix === undefined) s.keyPrefix = keyPrefix
+    const n = internal.open(urls, s)
+    Object.defineProperty(this, kNative, { value: n })
+    Object.defineProperty(this, kState, {
+      value: { urls, nodes: given.some((x) => x !== null) ? given : undefined, settings: s, natives: [n] },
+    })
+  }
+
+  /**
+   * Creates a manager and waits until it has started (a quorum of nodes connected, or every
+   * node's first connection attempt finished; a node that is down, silent or cannot be resolved
+   * votes "error" until a background reconnection succeeds).
+   */
+  static async connect(nodes, settings) {
+    const manager = new this(nodes, settings)
+    await manager.ready()
+    return manager
+  }
+
+  /** Resolves once the manager has started (see `connect`). */
+  async ready() {
+    try {
+      await this[kNative].ready()
+    } catch (e) {
+      throw fromNative(e)
+    }
+  }
+
+  /**
+   * Acquires every resource (all or none) for `durationMs`.
+   * Options: `wait` (ms to keep retrying), `retryCount` (0 = one round, -1 = until acquired),
+   * `fencing`, `signal` (an AbortSignal that cancels a waiting acquire; it then rejects with
+   * `signal.reason`).
+   */
+  acquire(resources, durationMs, options) {
+    // Not `async`: one Promise per call; every failure, bad arguments included, still rejects.
+    try {
+      args.resources('resources', resources)
+      args.number('durationMs', durationMs)
+      if (options === undefined || options === null) {
+        return acquire(this, this[kNative], resources, durationMs)
+      }
+      const { options: o, signal } = args.acquireOptions(options)
+      return acquire(this, this[kNative], resources, durationMs, o, signal)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+
+  /** Releases `lock` (node-redlock's `redlock.release(lock)`). */
+  async release(lock) {
+    if (!(lock instanceof Lock)) throw errors.invalid('lock: expected a Lock')
+    return lock.release()
+  }
+
+  /** Extends `lock` to `durationMs` from now; resolves to the lock. */
+  async extend(lock, durationMs) {
+    if (!(lock instanceof Lock)) throw errors.invalid('lock: expected a Lock')
+    return lock.extend(durationMs)
+  }
+
+  /**
+   * Acquires, runs `routine(signal, lock)` while the lock is extended automatically, then
+   * releases with the core's loss rule. `signal` aborts at once (reason: a LockLostError) if
+   * the lock is lost; `using` then rejects with that LockLostError. `options.signal`, if
+   * given, cancels a waiting acquire and aborts the routine's signal as well (with its own
+   * reason). Call as `using(resources, durationMs, routine)` or, like node-redlock,
+   * `using(resources, durationMs, options, routine)`.
+   */
+  async using(resources, durationMs, optionsOrRoutine, routine) {
+    let options = optionsOrRoutine
+    if (typeof optionsOrRoutine === 'function' && routine === undefined) {
+      routine = optionsOrRoutine
+      options = undefined
+    }
+    args.func('routine', routine)
+    const lock = await this.acquire(resources, durationMs, options)
+    return runUsing(lock, routine, options?.signal, abortReason)
+  }
+
+  /** Stops background work. Held locks are not released; later calls reject UNAVAILABLE. */
+  async close() {
+    try {
+      await Promise.all(this[kState].natives.map((n) => n.close()))
+    } catch (e) {
+      throw fromNative(e)
+    }
+  }
+}
+
+module.exports = { LockManager, internal }

@@ -1,0 +1,82 @@
+//! Node lists in Node's forms, through the core's rules: a comma-separated string, the
+//! environment (`IRONLOCK_NODES`, then `REDIS_URL`), and a node given as parts (read by the JS
+//! layer from an options object or an ioredis / node-redis client) turned into a URL with its
+//! credentials percent-encoded.
+
+use ironlock::NodeParts as CoreParts;
+use napi_derive::napi;
+
+use crate::error::{boundary, invalid, to_napi};
+
+/// A node as parts, as the JS layer read them from an options object or a client.
+#[napi(object)]
+pub struct NodeParts {
+    /// Host name or address (default `127.0.0.1`); ignored when `path` is set.
+    pub host: Option<String>,
+    /// TCP port (default 6379).
+    pub port: Option<f64>,
+    /// Unix socket path.
+    pub path: Option<String>,
+    /// ACL user name.
+    pub username: Option<String>,
+    /// Password.
+    pub password: Option<String>,
+    /// Database number.
+    pub db: Option<f64>,
+    /// TLS (`rediss://`).
+    pub tls: Option<bool>,
+}
+
+/// The URL of node `what` (e.g. `nodes[2]`, named in errors) given as parts.
+#[napi]
+pub fn node_url(what: String, parts: NodeParts) -> napi::Result<String> {
+    boundary(|| {
+        let port = match parts.port {
+            None => None,
+            Some(p) if p.fract() == 0.0 && (1.0..=65535.0).contains(&p) => Some(p as u16),
+            Some(p) => {
+                return Err(invalid(format!(
+                    "{what}.port: must be an integer from 1 to 65535, got {}",
+                    ironlock::cut(&p.to_string())
+                )));
+            }
+        };
+        let db = match parts.db {
+            None => None,
+            Some(d) if d.fract() == 0.0 && (0.0..=i64::MAX as f64).contains(&d) => Some(d as i64),
+            Some(d) => {
+                return Err(invalid(format!(
+                    "{what}.db: must be a non-negative integer, got {}",
+                    ironlock::cut(&d.to_string())
+                )));
+            }
+        };
+        let core = CoreParts {
+            host: parts.host,
+            port,
+            path: parts.path,
+            username: parts.username,
+            password: parts.password,
+            db,
+            tls: parts.tls.unwrap_or(false),
+        };
+        ironlock::node_url(&core).map_err(|e| {
+            to_napi(ironlock::Error::new(
+                e.kind(),
+                format!("{what}.{}", e.message()),
+            ))
+        })
+    })
+}
+
+/// The URLs of a comma-separated list given as argument `what`.
+#[napi]
+pub fn split_node_list(what: String, text: String) -> napi::Result<Vec<String>> {
+    boundary(|| ironlock::split_node_list(&what, &text).map_err(to_napi))
+}
+
+/// The nodes named by `IRONLOCK_NODES`, else `REDIS_URL`; `null` when neither is set.
+#[napi]
+pub fn nodes_from_env() -> napi::Result<Option<Vec<String>>> {
+    boundary(|| ironlock::nodes_from_env().map_err(to_napi))
+}
