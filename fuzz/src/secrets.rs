@@ -58,8 +58,12 @@ pub(crate) fn secrets(url: &str) -> Vec<Secret> {
     }
     // The parser's password where the text before it does not look like `scheme://user:`
     // (`https:/h:pw@x`, special schemes take one slash or none).
+    // (Compared with the raw text too: a short password's own forms are dropped by MIN_LEN, and
+    // its encoded form may then stand in the host by coincidence, `u:e@@@@e%40%40%40`.)
     if let Some(p) = parser_password
-        && !out.iter().any(|s| s.forms.contains(&decode(p)))
+        && !out
+            .iter()
+            .any(|s| s.forms.contains(&decode(p)) || decode(&s.raw) == decode(p))
         && url.matches(p).count() == 1
     {
         push(&mut out, p, vec![p.to_owned(), decode(p)]);
