@@ -7,6 +7,7 @@ use ironlock::NodeParts as CoreParts;
 use napi_derive::napi;
 
 use crate::error::{boundary, invalid, to_napi};
+use crate::settings::shown;
 
 /// A node as parts, as the JS layer read them from an options object or a client.
 #[napi(object)]
@@ -37,7 +38,7 @@ pub fn node_url(what: String, parts: NodeParts) -> napi::Result<String> {
             Some(p) => {
                 return Err(invalid(format!(
                     "{what}.port: must be an integer from 1 to 65535, got {}",
-                    ironlock::cut(&p.to_string())
+                    shown(p)
                 )));
             }
         };
@@ -47,7 +48,7 @@ pub fn node_url(what: String, parts: NodeParts) -> napi::Result<String> {
             Some(d) => {
                 return Err(invalid(format!(
                     "{what}.db: must be a non-negative integer, got {}",
-                    ironlock::cut(&d.to_string())
+                    shown(d)
                 )));
             }
         };

@@ -56,6 +56,17 @@ pub struct AcquireOptions {
     pub retry_count: Option<f64>,
 }
 
+/// A number as a message quotes it: as JavaScript would print it (`1e+300`, not 301 digits),
+/// cut to ~80 characters.
+pub fn shown(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e21 {
+        let e = format!("{v:e}");
+        ironlock::cut(&e.replace('e', "e+").replace("e+-", "e-"))
+    } else {
+        ironlock::cut(&v.to_string())
+    }
+}
+
 /// A non-negative integer count that fits in u32.
 pub fn count(name: &str, v: f64) -> napi::Result<u32> {
     if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= u32::MAX as f64 {
@@ -63,7 +74,7 @@ pub fn count(name: &str, v: f64) -> napi::Result<u32> {
     } else {
         Err(invalid(format!(
             "{name}: must be a non-negative integer below 2^32, got {}",
-            ironlock::cut(&v.to_string())
+            shown(v)
         )))
     }
 }
@@ -77,7 +88,7 @@ pub fn retries(name: &str, v: f64) -> napi::Result<u32> {
     count(name, v).map_err(|_| {
         invalid(format!(
             "{name}: must be a non-negative integer below 2^32, or -1 to retry until acquired, got {}",
-            ironlock::cut(&v.to_string())
+            shown(v)
         ))
     })
 }
@@ -148,5 +159,20 @@ impl AcquireOptions {
                 .transpose()?,
             fencing: self.fencing.unwrap_or(false),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_quoted_as_javascript_prints_them() {
+        assert_eq!(shown(1e300), "1e+300");
+        assert_eq!(shown(-2.5e21), "-2.5e+21");
+        assert_eq!(shown(1.5), "1.5");
+        assert_eq!(shown(f64::NAN), "NaN");
+        assert_eq!(retries("r", -1.0).unwrap(), u32::MAX);
+        assert!(retries("r", -2.0).is_err());
     }
 }

@@ -5,6 +5,7 @@
 import { before, after, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { inspect } from 'node:util'
+import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 import ironlock, {
@@ -88,6 +89,22 @@ describe('three nodes', () => {
     assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
     // Releasing again reports "not held" and never rejects.
     assert.equal((await lock.release()).held, false)
+  })
+
+  it('util.inspect(lock) shows resources, validity left and fence, never the whole token', async () => {
+    const r = [unique('inspect')]
+    const lock = await manager.acquire(r, 5_000, { fencing: true })
+    const shown = inspect(lock)
+    assert.match(shown, /^Lock \{/)
+    assert.ok(shown.includes(r[0]), shown)
+    assert.match(shown, /validityMs: \d+/)
+    assert.ok(shown.includes(`fence: ${lock.fence}n`), shown)
+    assert.ok(shown.includes(`value: '${lock.value.slice(0, 8)}…'`), shown)
+    assert.ok(!shown.includes(lock.value), `the whole token is shown: ${shown}`)
+    assert.ok(!inspect({ lock }, { depth: 5 }).includes(lock.value))
+    assert.equal(String(lock), `Lock(${JSON.stringify(r)})`)
+    await lock.release()
+    assert.match(inspect(lock), /validityMs: 0/)
   })
 
   it('fencing tokens are bigints that increase', async () => {
@@ -506,6 +523,44 @@ describe('failures', () => {
     await assert.rejects(manager.acquire([unique()], 1_000), (e) => e.code === 'CONNECTION')
     await manager.close()
     assert.throws(() => new Lock({}), (e) => e.code === 'INVALID_ARGUMENT')
+  })
+
+  it('3 good nodes + 1 unresolvable host + 1 silent listener: starts at once, grants, reports why', async () => {
+    const cluster = await startCluster(3)
+    // Accepts connections and never answers (a blackholed node).
+    const sockets = []
+    const silent = net.createServer((s) => sockets.push(s))
+    await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    const silentUrl = `redis://127.0.0.1:${silent.address().port}`
+    const nodes = [...cluster.urls, 'redis://no-such-host.invalid:6379', silentUrl]
+    const connectTimeout = 10_000
+    let manager
+    try {
+      const t = Date.now()
+      manager = await LockManager.connect(nodes, { ...TEST_SETTINGS, connectTimeout, retryCount: 0 })
+      const took = Date.now() - t
+      assert.ok(took < connectTimeout / 4, `started after ${took} ms (connectTimeout ${connectTimeout} ms)`)
+      const lock = await manager.acquire([unique('bad-nodes')], 5_000)
+      const report = lock.report
+      assert.equal(report.length, 5)
+      assert.ok(report.slice(0, 3).filter((n) => n.vote === 'for').length >= 2, JSON.stringify(report))
+      const [dns, quiet] = report.slice(3)
+      assert.equal(dns.url, 'redis://no-such-host.invalid:6379')
+      assert.equal(dns.vote, 'error')
+      assert.match(dns.error, /cannot resolve host/)
+      assert.equal(quiet.url, silentUrl)
+      assert.ok(['error', 'timeout', 'pending'].includes(quiet.vote), JSON.stringify(quiet))
+      assert.ok(quiet.vote === 'pending' || quiet.error, JSON.stringify(quiet))
+      // node-redlock's stats say the same (votes keyed by URL for nodes given as URLs).
+      const [stats] = await Promise.all(lock.attempts)
+      assert.match(stats.votesAgainst.get('redis://no-such-host.invalid:6379').message, /cannot resolve host/)
+      assert.equal((await lock.release()).held, true)
+    } finally {
+      await manager?.close()
+      for (const s of sockets) s.destroy()
+      silent.close()
+      await cluster.quit()
+    }
   })
 
   it('close() makes later acquires UNAVAILABLE', async () => {

@@ -164,6 +164,35 @@ describe('bad input', () => {
     await assert.rejects(manager.using([unique()], 1000, {}, 'not a function'), isInvalid('routine'))
   })
 
+  it('messages quote inputs cut to about 80 characters', async () => {
+    const url = cluster.urls[0]
+    const long = 'x'.repeat(500)
+    const messages = []
+    const grab = (f) => {
+      try {
+        f()
+      } catch (e) {
+        assert.ok(e instanceof InvalidArgumentError || e instanceof ConnectionError, String(e))
+        messages.push(e.message)
+      }
+    }
+    const grabAsync = async (p) => messages.push((await p.catch((e) => e)).message)
+    grab(() => new LockManager([url], { [long]: 1 }))
+    grab(() => new LockManager([url], { retryCount: 1e300 }))
+    grab(() => new LockManager([`redis://${long}:notaport`]))
+    grab(() => new LockManager([`${long}://h:1`]))
+    grab(() => new LockManager([url, url + '/' + long]))
+    grab(() => new LockManager([{ host: '127.0.0.1', port: 1e300 }]))
+    await grabAsync(manager.acquire([long, long], 1_000))
+    await grabAsync(manager.acquire([unique()], 1_000, { [long]: 1 }))
+    assert.equal(messages.length, 8, messages.join('\n'))
+    for (const m of messages) {
+      assert.ok(!m.includes('x'.repeat(81)) && !m.includes('0'.repeat(81)), m)
+      assert.ok(m.length < 400, `${m.length} characters: ${m}`)
+    }
+    assert.ok(messages.some((m) => m.includes('(500 characters)')), messages.join('\n'))
+  })
+
   it('left no key on Redis', async () => {
     // Only the lock taken in before() exists.
     assert.equal(await cluster.cmd(0, 'DBSIZE'), 1)

@@ -1,6 +1,6 @@
 // A TypeScript user of the package: type-checked with `tsc --noEmit` against lib/index.d.ts,
 // then compiled (TypeScript lowers `await using` for Node < 24) and run against real nodes.
-import {
+import Redlock2, {
   LockManager,
   Redlock,
   Lock,
@@ -10,6 +10,9 @@ import {
   ResourceLockedError,
   LockLostError,
   type ExecutionStats,
+  type RedlockAbortSignal,
+  type RedlockAcquireSettings,
+  type KeepAlive,
   type ErrorCode,
   type NodeReport,
   type ReleaseResult,
@@ -56,6 +59,28 @@ async function main(nodes: string[]): Promise<void> {
   const redlock = new Redlock(nodes, settings)
   const aborted: boolean = await redlock.using([resource], 300, { retryCount: 1 }, (signal) => signal.aborted)
   await redlock.quit()
+
+  // node-redlock's API: the default export, a comma-separated node string, per-call settings,
+  // attempts, events, signal.error; and lock.finish / keepAlive / elapsed / rounds.
+  const rl: Redlock = new Redlock2(nodes.join(','), { ...settings, automaticExtensionThreshold: 100 })
+  const events: Error[] = []
+  rl.on('error', (e: Error) => events.push(e))
+  const perCall: RedlockAcquireSettings = { retryCount: -1, retryDelay: 50, retryJitter: 10, driftFactor: 0.02 }
+  const lk = await rl.acquire([resource], 1_000, perCall)
+  const stats: ExecutionStats[] = await Promise.all(lk.attempts)
+  const sizes: number = stats[0].membershipSize + stats[0].quorumSize + stats[0].votesFor.size
+  const timing: number = lk.elapsed + lk.rounds
+  const keeper: KeepAlive = lk.keepAlive()
+  keeper.stop()
+  const done = await lk.finish()
+  const releaseStats: ReadonlyArray<Promise<ExecutionStats>> = done.attempts
+  const why: string = await rl.using([resource], 500, { automaticExtensionThreshold: 200 }, async (signal: RedlockAbortSignal) =>
+    signal.error?.message ?? 'held',
+  )
+  await rl.quit()
+  if (sizes < 3 || timing <= 0 || !done.held || releaseStats.length !== 1 || why !== 'held') {
+    throw new Error('Redlock misbehaved')
+  }
   await manager.close()
   if (n !== 1 || aborted) throw new Error('using misbehaved')
   console.log('await using released the lock')
@@ -73,6 +98,12 @@ export function typeErrors(m: LockManager, l: Lock): void {
   void new LockManager(['redis://127.0.0.1:1'], { retryCont: 1 })
   // @ts-expect-error fence is read-only
   l.fence = 1n
+  // @ts-expect-error a ResourceLockedError is a vote reason, not an IronlockError (no code)
+  void new ResourceLockedError('x').code
+  // @ts-expect-error unknown per-call setting
+  void new Redlock2().acquire(['r'], 1_000, { retryDelai: 5 })
+  // @ts-expect-error attempts are Promises, as in node-redlock
+  void new LockLostError('x', []).attempts[0].votesFor
   // @ts-expect-error codes are the SPEC §5 set
   const c: ErrorCode = 'NOPE'
   void c
