@@ -26,10 +26,8 @@ const internal = {
       throw fromNative(e)
     }
   },
-  /** Acquires through native manager `n`; see `LockManager.acquire`. */
-  acquire(manager, n, resources, durationMs, options, signal) {
-    return acquire(manager, n, resources, durationMs, options, signal)
-  },
+  /** Acquires through native manager `n`: `acquire` below. */
+  acquire: (...a) => acquire(...a),
   /** Called with every report of an operation on this manager's locks (Redlock's events). */
   observe: Symbol('ironlock.observe'),
 }
