@@ -7,8 +7,6 @@
 
 const errors = require('./errors.js')
 const args = require('./args.js')
-const { abortReason } = require('./calls.js')
-const { Lock, runUsing } = require('./lock.js')
 const { LockManager, internal } = require('./manager.js')
 
 /** node-redlock's default `automaticExtensionThreshold`. */
@@ -103,41 +101,10 @@ class Redlock extends LockManager {
     }
   }
 
-  /**
-   * Releases `lock`. The release is one round (the core's rule): `settings` is accepted for
-   * node-redlock's signature and not used.
-   */
-  async release(lock, settings) {
-    if (!(lock instanceof Lock)) throw errors.invalid('lock: expected a Lock')
-    args.plainObject('settings', settings)
-    return lock.release()
-  }
-
-  /**
-   * Extends `lock` to `duration` ms from now and resolves to it (node-redlock resolves to a new
-   * Lock; this is the same one, extended). One round: `settings` is not used.
-   */
-  async extend(lock, duration, settings) {
-    if (!(lock instanceof Lock)) throw errors.invalid('lock: expected a Lock')
-    args.plainObject('settings', settings)
-    return lock.extend(duration)
-  }
-
-  /**
-   * node-redlock's `using(resources, duration, settings?, routine)`: `routine(signal)` runs while
-   * the lock is extended automatically (`automaticExtensionThreshold` ms before it would
-   * expire); `signal.aborted` turns true and `signal.error` says why when it is lost.
-   */
-  async using(resources, duration, settingsOrRoutine, routine) {
-    let settings = settingsOrRoutine
-    if (typeof settingsOrRoutine === 'function' && routine === undefined) {
-      routine = settingsOrRoutine
-      settings = undefined
-    }
-    args.func('routine', routine)
-    const lock = await this.acquire(resources, duration, settings)
-    return runUsing(lock, routine, settings?.signal, abortReason)
-  }
+  // release(lock, settings?), extend(lock, duration, settings?) and using(resources, duration,
+  // settings?, routine) are the manager's: one round each for release and extend (node-redlock's
+  // per-call settings of those two are accepted and not used), and `using` acquires through
+  // this class's acquire, so it takes node-redlock's per-call settings too.
 
   /**
    * Closes ironlock's connections and, as node-redlock does, quits the client instances it
