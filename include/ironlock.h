@@ -355,6 +355,20 @@ ironlock_status ironlock_release(struct ironlock_lock *lock);
 ironlock_status ironlock_release_held(struct ironlock_lock *lock, bool *held);
 
 /**
+ * Ends a critical section with the loss rule that every language shares: stops
+ * auto-extension, releases the lock (as `ironlock_release`) and returns IRONLOCK_OK only if the
+ * work held the lock to its end: it was neither lost nor past its validity when this was
+ * called, AND the release still found its token on a quorum of nodes. Otherwise IRONLOCK_LOST,
+ * with `ironlock_last_error()` saying which and the release's per-node report. The keys are
+ * deleted wherever they still hold the token either way. Blocks like `ironlock_release`.
+ * Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `lock` is NULL or a live lock.
+ */
+ironlock_status ironlock_lock_finish(struct ironlock_lock *lock);
+
+/**
  * Remaining validity in milliseconds from the monotonic clock (rounded down); 0 once lost,
  * released or expired, and for NULL. Never touches Redis.
  *

@@ -190,6 +190,37 @@ pub unsafe extern "C" fn ironlock_release_held(
     unsafe { release(lock, held) }
 }
 
+/// Ends a critical section with the loss rule that every language shares: stops
+/// auto-extension, releases the lock (as `ironlock_release`) and returns IRONLOCK_OK only if the
+/// work held the lock to its end: it was neither lost nor past its validity when this was
+/// called, AND the release still found its token on a quorum of nodes. Otherwise IRONLOCK_LOST,
+/// with `ironlock_last_error()` saying which and the release's per-node report. The keys are
+/// deleted wherever they still hold the token either way. Blocks like `ironlock_release`.
+/// Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `lock` is NULL or a live lock.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_lock_finish(lock: *mut ironlock_lock) -> ironlock_status {
+    call(|| {
+        report::set(None);
+        // SAFETY: forwarded caller contract.
+        let l = unsafe { arg_ref(lock.cast_const(), "lock") }?;
+        l.rt.check_blocking()?;
+        l.stop_auto();
+        match l.rt.block_on(l.lock.finish())? {
+            Ok(released) => {
+                report::set(Some(&released.report));
+                Ok(())
+            }
+            Err(e) => {
+                report::set(e.report());
+                Err(e)
+            }
+        }
+    })
+}
+
 /// # Safety
 /// `lock` is NULL or a live lock; `held` is NULL (not wanted) or writable.
 unsafe fn release(lock: *mut ironlock_lock, held: *mut bool) -> ironlock_status {

@@ -194,6 +194,16 @@ static void op_acquire(context *cx, const json *step, ironlock_manager *m, named
     }
     if (s != IRONLOCK_OK && lock != NULL) { failf(cx, "out-parameter written on failure"); return; }
     check_votes(cx, json_get(step, "expect_votes"));
+    const json *rounds = json_get(step, "expect_rounds");
+    if (rounds) {
+        /* On success the lock's report; on failure the thread's last report is the error's. */
+        if (lock && ironlock_lock_report(lock) != IRONLOCK_OK) failf(cx, "lock_report failed");
+        uint64_t want = 0;
+        if (want_u64(cx, rounds, "expect_rounds", &want) && ironlock_last_report_rounds() != want) {
+            failf(cx, "rounds %u, expected %llu", ironlock_last_report_rounds(), (unsigned long long)want);
+        }
+        if (ironlock_last_report_elapsed_us() == 0) failf(cx, "elapsed is 0");
+    }
     if (lock) {
         if (*n_locks == MAX_LOCKS) { failf(cx, "too many locks"); ironlock_lock_free(lock); return; }
         /* A name reused by a later acquire replaces the earlier lock (as the Rust runner's map). */
@@ -283,6 +293,24 @@ static void run_step(context *cx, const json *step, harness *h, ironlock_manager
         ironlock_status s = ironlock_release_held(l, &held);
         if (s != IRONLOCK_OK) failf(cx, "release returned %s", status_code(s));
         else if (held != (bool)want) failf(cx, "release: held %d, expected %d", held, want);
+    } else if (strcmp(op, "finish") == 0) {
+        const char *expect = want_str(cx, json_get(step, "expect"), "expect");
+        ironlock_lock *l = find_lock(cx, locks, *n_locks, want_str(cx, json_get(step, "lock"), "lock"));
+        if (!l || !expect) return;
+        ironlock_status s = ironlock_lock_finish(l);
+        if (strcmp(status_code(s), expect) != 0) {
+            failf(cx, "finish returned %s, expected %s (%s)", status_code(s), expect, ironlock_last_error());
+        }
+    } else if (strcmp(op, "keep_alive") == 0) {
+        ironlock_lock *l = find_lock(cx, locks, *n_locks, want_str(cx, json_get(step, "lock"), "lock"));
+        if (!l) return;
+        ironlock_status s = ironlock_lock_auto_extend(l, NULL, NULL);
+        if (s != IRONLOCK_OK) failf(cx, "auto_extend returned %s (%s)", status_code(s), ironlock_last_error());
+    } else if (strcmp(op, "expect_lost") == 0) {
+        int want = 0;
+        ironlock_lock *l = find_lock(cx, locks, *n_locks, want_str(cx, json_get(step, "lock"), "lock"));
+        if (!l || !want_bool(cx, json_get(step, "lost"), "lost", &want)) return;
+        if (ironlock_lock_is_lost(l) != (bool)want) failf(cx, "is_lost is %d, expected %d", !want, want);
     } else if (strcmp(op, "expect_valid") == 0) {
         int want = 0;
         ironlock_lock *l = find_lock(cx, locks, *n_locks, want_str(cx, json_get(step, "lock"), "lock"));
@@ -328,7 +356,10 @@ static void run_step(context *cx, const json *step, harness *h, ironlock_manager
 static int known_field(const char *op, const char *field) {
     static const char *common[] = {"op", "why", NULL};
     static const struct { const char *op; const char *fields[8]; } table[] = {
-        {"acquire", {"as", "resources", "ttl_ms", "options", "expect", "expect_votes", NULL}},
+        {"acquire", {"as", "resources", "ttl_ms", "options", "expect", "expect_votes", "expect_rounds", NULL}},
+        {"finish", {"lock", "expect", NULL}},
+        {"keep_alive", {"lock", NULL}},
+        {"expect_lost", {"lock", "lost", NULL}},
         {"extend", {"lock", "ttl_ms", "expect", NULL}},
         {"release", {"lock", "expect_held", NULL}},
         {"expect_valid", {"lock", "valid", NULL}},
