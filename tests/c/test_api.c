@@ -451,6 +451,32 @@ static void test_redaction(const harness *h) {
     }
 }
 
+/* A bad node among good ones is a node error, not a start-up failure (SPEC §4). */
+static void test_bad_node_among_good(const harness *h) {
+    ironlock_config *cfg = ironlock_config_new();
+    for (int i = 0; i < h->nodes; i++) CHECK(ironlock_config_add_node(cfg, h->urls[i]) == IRONLOCK_OK);
+    CHECK(ironlock_config_add_node(cfg, "redis://no-such-host.invalid:6379") == IRONLOCK_OK);
+    CHECK(ironlock_config_set_restart_quarantine(cfg, false) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_retry_count(cfg, 0) == IRONLOCK_OK);
+    ironlock_manager *m = NULL;
+    CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_OK, NULL);
+    ironlock_config_free(cfg);
+    if (!m) return;
+    char r[96];
+    unique(r, sizeof r, "bad-node");
+    const char *res[] = {r};
+    ironlock_lock *lock = NULL;
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &lock), IRONLOCK_OK, NULL);
+    CHECK(ironlock_last_report_node_count() == (size_t)h->nodes + 1);
+    const char *err = ironlock_last_report_node_error((size_t)h->nodes);
+    CHECK(err != NULL && strstr(err, "cannot resolve host") != NULL);
+    if (lock) {
+        CHECK_STATUS(ironlock_lock_finish(lock), IRONLOCK_OK, NULL);
+        ironlock_lock_free(lock);
+    }
+    ironlock_manager_free(m);
+}
+
 int main(void) {
     harness h;
     test_static_parts();
@@ -471,6 +497,7 @@ int main(void) {
     }
     test_lock_outlives_manager(&h);
     test_redaction(&h);
+    test_bad_node_among_good(&h);
     harness_stop(&h);
     printf("test_api: %d checks passed, %d failed\n", check_passes, check_failures);
     return check_failures == 0 ? 0 : 1;
