@@ -577,12 +577,14 @@ pub fn node_url(parts: &NodeParts) -> Result<String> {
         }
         return Ok(u.to_string());
     }
+    // `set_username` / `set_password` encode the reserved characters but leave a `%` as it is,
+    // which the reader would then decode: encode it first.
     if let Some(user) = &parts.username {
-        u.set_username(user)
+        u.set_username(&user.replace('%', "%25"))
             .map_err(|()| Error::invalid("username: cannot be set on this URL"))?;
     }
     if let Some(p) = &parts.password {
-        u.set_password(Some(p))
+        u.set_password(Some(&p.replace('%', "%25")))
             .map_err(|()| Error::invalid("password: cannot be set on this URL"))?;
     }
     Ok(u.to_string())
@@ -764,13 +766,13 @@ mod tests {
             host: Some("127.0.0.1".into()),
             port: Some(7001),
             username: Some("alice".into()),
-            password: Some("Hunter2#Secret/?@".into()),
+            password: Some("Hunter2#Secret/?@%41%".into()),
             db: Some(2),
             ..Default::default()
         })
         .unwrap();
         let specs = Config::new([url.as_str()]).validate().unwrap();
-        assert_eq!(specs[0].secret.as_deref(), Some("Hunter2#Secret/?@"));
+        assert_eq!(specs[0].secret.as_deref(), Some("Hunter2#Secret/?@%41%"));
         assert_eq!(specs[0].display, "redis://alice:***@127.0.0.1:7001/2");
         let tls = node_url(&NodeParts {
             host: Some("::1".into()),
