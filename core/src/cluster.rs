@@ -50,6 +50,7 @@ impl Cluster {
             tls_ca_cert: config.tls_ca_cert.as_deref(),
             inflight: inflight.clone(),
             rt: rt.clone(),
+            epoch_key: crate::scripts::epoch_key(&config.key_prefix),
         };
         let mut nodes = Vec::with_capacity(specs.len());
         for (i, spec) in specs.into_iter().enumerate() {

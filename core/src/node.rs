@@ -73,6 +73,8 @@ pub(crate) struct Node {
     set_nx_get: AtomicBool,
     /// The manager's count of requests whose round was decided before they were answered.
     inflight: Arc<InFlight>,
+    /// Dates the node's data when `INFO` is not permitted (restart quarantine for ACL users).
+    epoch_key: String,
     /// The runtime the manager was created on: reconnections and drains run there, whichever
     /// thread noticed that they are needed.
     rt: tokio::runtime::Handle,
@@ -121,6 +123,8 @@ pub(crate) struct NodeSettings<'a> {
     pub(crate) tls_ca_cert: Option<&'a [u8]>,
     pub(crate) inflight: Arc<InFlight>,
     pub(crate) rt: tokio::runtime::Handle,
+    /// [`crate::scripts::epoch_key`] of the manager's key prefix.
+    pub(crate) epoch_key: String,
 }
 
 impl Node {
@@ -156,6 +160,7 @@ impl Node {
             unresolvable: AtomicBool::new(false),
             set_nx_get: AtomicBool::new(false),
             inflight: settings.inflight.clone(),
+            epoch_key: settings.epoch_key.clone(),
             rt: settings.rt.clone(),
             counters: VoteCounters::default(),
         }))
@@ -189,6 +194,33 @@ impl Node {
     /// True when the last connection attempt failed because the host name did not resolve.
     pub(crate) fn unresolvable(&self) -> bool {
         self.unresolvable.load(Ordering::Acquire)
+    }
+
+    /// Restart detection without `INFO`: the age of the node's data from the epoch key (see
+    /// [`crate::scripts::EPOCH_SOURCE`]) stands in for its uptime.
+    async fn data_age(&self, conn: &mut MultiplexedConnection) -> Result<ServerInfo, String> {
+        let age: i64 = tokio::time::timeout(
+            self.connect_timeout,
+            redis::cmd("EVAL")
+                .arg(crate::scripts::EPOCH_SOURCE)
+                .arg(1)
+                .arg(&self.epoch_key)
+                .query_async(conn),
+        )
+        .await
+        .map_err(|_| "data age (INFO not permitted): no reply within connect_timeout".to_owned())?
+        .map_err(|e| {
+            format!(
+                "INFO is not permitted and the data age key {:?} cannot be used: {}",
+                self.epoch_key,
+                self.scrub(&e.to_string())
+            )
+        })?;
+        Ok(ServerInfo {
+            run_id: String::new(),
+            version: String::new(),
+            uptime: Duration::from_secs(age.max(0) as u64),
+        })
     }
 
     /// Resolves a TCP node's host name first, so that a name that does not resolve is reported
@@ -232,15 +264,22 @@ impl Node {
             .map_err(|e| self.scrub(&e.to_string()))?;
         // Read uptime after connecting: a node that restarted lost its keys and must stay out of
         // the quorum until every lock it might have held has expired (seeds: delayed restarts).
-        let raw: String = tokio::time::timeout(
+        let reply: redis::RedisResult<String> = tokio::time::timeout(
             self.connect_timeout,
             redis::cmd("INFO").arg("server").query_async(&mut conn),
         )
         .await
-        .map_err(|_| "INFO server: no reply within connect_timeout".to_owned())?
-        .map_err(|e| self.scrub(&e.to_string()))?;
+        .map_err(|_| "INFO server: no reply within connect_timeout".to_owned())?;
+        let info = match reply {
+            Ok(raw) => parse_info(&raw),
+            // INFO is @dangerous: a least-privilege ACL user dates the node's data instead.
+            Err(e) if e.code() == Some("NOPERM") => match self.quarantine {
+                Some(_) => self.data_age(&mut conn).await?,
+                None => ServerInfo::default(),
+            },
+            Err(e) => return Err(self.scrub(&e.to_string())),
+        };
         let received = Instant::now();
-        let info = parse_info(&raw);
         let mut load = redis::pipe();
         for source in crate::scripts::ALL_SOURCES {
             load.cmd("SCRIPT").arg("LOAD").arg(source);

@@ -27,10 +27,32 @@ pub(crate) fn evalsha<K: AsRef<str>>(script: &Script, keys: &[K], args: &[&str])
     cmd
 }
 
-/// The channel a release announces itself on, for one lock key.
+/// The channel a release announces itself on, for one lock key. It starts with the key (so with
+/// the key prefix): an ACL user limited to `~prefix*` and `&prefix*` may publish and subscribe.
 pub fn release_channel(key: &str) -> String {
-    format!("ironlock:release:{key}")
+    format!("{key}:ironlock:release")
 }
+
+/// The key that dates a node's data when `INFO` is not permitted (see [`EPOCH_SOURCE`]).
+pub fn epoch_key(key_prefix: &str) -> String {
+    format!("{key_prefix}ironlock:epoch")
+}
+
+/// The fallback of restart quarantine for ACL users without `INFO` (it is `@dangerous`): how many
+/// seconds ago (server time) this node's data began. The key is created, holding the server's
+/// time, by the first client that finds it missing; a node that restarted without persistence
+/// has lost it, so its age is never more than the time since the data loss, as `uptime` is.
+/// KEYS: the epoch key. Returns the age in whole seconds (0 when just created).
+pub const EPOCH_SOURCE: &str = r#"
+local now = tonumber(redis.call('TIME')[1])
+local born = tonumber(redis.call('GET', KEYS[1]) or '')
+if not born then
+  redis.call('SET', KEYS[1], now)
+  return 0
+end
+if born > now then return 0 end
+return now - born
+"#;
 
 /// The fencing counter key kept next to a lock key (never expires).
 pub fn fence_key(key: &str) -> String {
@@ -71,7 +93,7 @@ local deleted = 0
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[1] then
     redis.call('DEL', KEYS[i])
-    if ARGV[2] == "1" then redis.call('PUBLISH', 'ironlock:release:' .. KEYS[i], ARGV[1]) end
+    if ARGV[2] == "1" then redis.call('PUBLISH', KEYS[i] .. ':ironlock:release', ARGV[1]) end
     deleted = deleted + 1
   end
 end

@@ -223,3 +223,112 @@ async fn acl_user_with_password() {
         assert!(!text.contains(secret), "password shown: {text}");
     }
 }
+
+/// The minimal ACL line of the README: a user limited to the key prefix and its channels, with
+/// `+@all -@dangerous` (no INFO, no CONFIG, no KEYS…).
+const LEAST_PRIVILEGE: [&str; 8] = [
+    "--user",
+    "app",
+    "on",
+    ">app-Pa55",
+    "~lk:*",
+    "&lk:*",
+    "+@all",
+    "-@dangerous",
+];
+
+fn least_privilege_cluster(n: usize) -> Cluster {
+    // The default user stays for the test harness's own commands.
+    let mut args = vec!["--user", "default", "on", "nopass", "~*", "&*", "+@all"];
+    args.extend(LEAST_PRIVILEGE);
+    Cluster::start_with(n, &args).unwrap()
+}
+
+fn app_urls(c: &Cluster) -> Vec<String> {
+    c.nodes()
+        .iter()
+        .map(|n| format!("redis://app:app-Pa55@127.0.0.1:{}", n.port()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_least_privilege_acl_user_locks_extends_fences_and_is_woken() {
+    let c = least_privilege_cluster(3);
+    let config = Config::new(app_urls(&c))
+        .key_prefix("lk:")
+        .restart_quarantine(false)
+        .retry_delay(10 * SEC);
+    let m = LockManager::new(config).await.unwrap();
+    let r = unique("least");
+    let lock = m
+        .acquire_with(
+            &[&r],
+            5 * SEC,
+            ironlock::AcquireOptions::default().fencing(true),
+        )
+        .await
+        .expect("the restricted user may lock");
+    assert!(lock.fence().is_some());
+    lock.extend(5 * SEC).await.expect("and extend");
+    assert!(
+        m.inspect(&r)
+            .await
+            .unwrap()
+            .iter()
+            .all(|h| h.token.as_deref() == Some(lock.token()))
+    );
+    // A waiter with a 10 s retry delay is woken by the release (PUBLISH/SUBSCRIBE on lk:*).
+    let waiter = {
+        let m = m.clone();
+        let r = r.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let l = m
+                .acquire_with(&[&r], 5 * SEC, ironlock::AcquireOptions::wait(8 * SEC))
+                .await
+                .unwrap();
+            let waited = started.elapsed();
+            l.release().await;
+            waited
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(lock.release().await.held);
+    let waited = waiter.await.unwrap();
+    assert!(
+        waited < 5 * SEC,
+        "not woken by the release: waited {waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_info_a_node_that_lost_its_data_is_quarantined() {
+    let mut c = least_privilege_cluster(1);
+    // A short max_ttl keeps the quarantine short: 2 s + drift + 1 s.
+    let urls = app_urls(&c);
+    let config = || {
+        Config::new(urls.clone())
+            .key_prefix("lk:")
+            .max_ttl(2 * SEC)
+            .retry_count(0)
+    };
+    let m = LockManager::new(config()).await.unwrap();
+    let e = m.acquire(&[unique("q")], SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    assert!(e.message().contains("restart quarantine"), "{e}");
+    // The data is dated by the first client; another client connecting later counts its age.
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    let later = LockManager::new(config()).await.unwrap();
+    let lock = later
+        .acquire_with(&[unique("q")], SEC, ironlock::AcquireOptions::wait(2 * SEC))
+        .await
+        .expect("eligible once the data is older than the quarantine");
+    lock.release().await;
+    // A restart without persistence loses the date: quarantined again, for every client.
+    drop((m, later));
+    c.restart(0).unwrap();
+    let fresh = LockManager::new(config()).await.unwrap();
+    let e = fresh.acquire(&[unique("q")], SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(e.message().contains("restart quarantine"), "{e}");
+}
