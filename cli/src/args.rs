@@ -23,6 +23,11 @@ pub struct Global {
     #[arg(long = "node", value_name = "URL", global = true)]
     pub nodes: Vec<String>,
 
+    /// Read node URLs from FILE, one per line (blank lines and # comments skipped); keeps
+    /// passwords out of the process list. Refused when other users may read it (chmod 600)
+    #[arg(long, value_name = "FILE", global = true)]
+    pub node_file: Option<std::path::PathBuf>,
+
     /// Prefix prepended to the resource name to form the Redis key
     #[arg(long, value_name = "PREFIX", global = true, default_value = "")]
     pub key_prefix: String,
@@ -133,6 +138,32 @@ pub struct RunArgs {
         required_unless_present = "shell"
     )]
     pub command: Vec<OsString>,
+}
+
+/// The node URLs of a `--node-file`: one per line, blank lines and `#` comments skipped. Refused,
+/// as ssh refuses a private key, when the group or other users may read it.
+pub fn read_node_file(path: &std::path::Path) -> Result<Vec<String>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("--node-file {shown}: {e}"))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "--node-file {shown}: readable by other users (mode {mode:03o}); it may hold \
+             passwords: chmod 600 {shown}"
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--node-file {shown}: {e}"))?;
+    let nodes: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect();
+    if nodes.is_empty() {
+        return Err(format!("--node-file {shown}: no node URL in it"));
+    }
+    Ok(nodes)
 }
 
 /// Where the node list comes from when no --node is given.

@@ -45,7 +45,7 @@ fn main() -> ExitCode {
 }
 
 async fn dispatch(cli: Cli, out: &Output) -> u8 {
-    let config = match config(&cli.global) {
+    let config = match config(&cli.global, out) {
         Ok(c) => c,
         Err(e) => return fail(out, &e, 1),
     };
@@ -65,17 +65,32 @@ async fn dispatch(cli: Cli, out: &Output) -> u8 {
 }
 
 /// The manager settings from the global options and the environment.
-fn config(global: &Global) -> Result<Config, Error> {
-    let nodes = if global.nodes.is_empty() {
-        args::default_nodes(
+fn config(global: &Global, out: &Output) -> Result<Config, Error> {
+    // A password in an argument is visible to every local user (ps, /proc): say so, as
+    // redis-cli does for -a.
+    if global.nodes.iter().any(|u| ironlock::redact_url(u) != *u) {
+        out.error(
+            "warning: a password given with --node is visible to other local users (ps); \
+             put the URLs in IRONLOCK_NODES or in a --node-file readable only by you",
+        );
+    }
+    let mut nodes = global.nodes.clone();
+    if let Some(file) = &global.node_file {
+        nodes.extend(args::read_node_file(file).map_err(invalid)?);
+    }
+    if nodes.is_empty() {
+        nodes = args::default_nodes(
             std::env::var("IRONLOCK_NODES").ok(),
             std::env::var("REDIS_URL").ok(),
         )
-        .map_err(|m| Error::new(ironlock::ErrorKind::InvalidArgument, m))?
-    } else {
-        global.nodes.clone()
-    };
+        .map_err(invalid)?;
+    }
     Ok(settings(global)?(nodes))
+}
+
+/// An `InvalidArgument` error from a message.
+fn invalid(message: String) -> Error {
+    Error::new(ironlock::ErrorKind::InvalidArgument, message)
 }
 
 /// A configuration for any node list with the command line's settings.

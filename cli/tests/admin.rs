@@ -211,3 +211,54 @@ fn key_prefix_names_the_key() {
     assert_eq!(code(&finish(holder, LIMIT)), 143);
     assert_eq!(get(&cluster, 0, &format!("app:{resource}")), None);
 }
+
+#[test]
+fn secrets_stay_off_the_command_line() {
+    let cluster = ironlock_harness::Cluster::start_with(1, &["--requirepass", "s3cretpw"])
+        .expect("start node with a password");
+    let url = format!("redis://:s3cretpw@127.0.0.1:{}", cluster.nodes()[0].port());
+    // A password in --node works, with a warning that names the safer places.
+    let out = run(ironlock(std::slice::from_ref(&url)).arg("check"), LIMIT);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("visible to other local users") && err.contains("--node-file"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cretpw"), "{err}");
+    // No warning without a password.
+    let plain = run(
+        ironlock(&["redis://127.0.0.1:1".to_owned()]).args(["check", "--json"]),
+        LIMIT,
+    );
+    assert!(
+        !stderr(&plain).contains("visible to other"),
+        "{}",
+        stderr(&plain)
+    );
+    // --node-file: refused while others may read it, used once it is private.
+    let dir = temp_dir();
+    let file = dir.join("nodes");
+    std::fs::write(&file, format!("# the nodes\n\n{url}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let file_arg = file.to_str().unwrap().to_owned();
+    let out = run(
+        ironlock(&[]).args(["--node-file", &file_arg, "check"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(stderr(&out).contains("chmod 600"), "{}", stderr(&out));
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = run(
+        ironlock(&[]).args(["--node-file", &file_arg, "check"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("visible to other"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!(stdout(&out) + &stderr(&out)).contains("s3cretpw"));
+}
