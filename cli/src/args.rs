@@ -28,6 +28,18 @@ pub struct Global {
     #[arg(long, value_name = "FILE", global = true)]
     pub node_file: Option<std::path::PathBuf>,
 
+    /// Trusted CA certificate (PEM file) for rediss:// nodes, instead of the system's store
+    #[arg(long, value_name = "FILE", global = true, env = "IRONLOCK_CACERT")]
+    pub cacert: Option<std::path::PathBuf>,
+
+    /// Client certificate (PEM file) for mutual TLS (servers with tls-auth-clients yes)
+    #[arg(long, value_name = "FILE", global = true, env = "IRONLOCK_CERT")]
+    pub cert: Option<std::path::PathBuf>,
+
+    /// Private key (PEM file) of --cert
+    #[arg(long, value_name = "FILE", global = true, env = "IRONLOCK_KEY")]
+    pub key: Option<std::path::PathBuf>,
+
     /// Prefix prepended to the resource name to form the Redis key
     #[arg(long, value_name = "PREFIX", global = true, default_value = "")]
     pub key_prefix: String,

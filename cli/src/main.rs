@@ -99,12 +99,23 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
     let node_timeout = duration_from_secs_f64("--node-timeout", global.node_timeout)?;
     let prefix = global.key_prefix.clone();
     let quarantine = !global.no_restart_quarantine;
+    let pem = |flag: &str, path: &Option<std::path::PathBuf>| -> Result<Option<Vec<u8>>, Error> {
+        path.as_ref()
+            .map(|p| std::fs::read(p).map_err(|e| invalid(format!("{flag} {}: {e}", p.display()))))
+            .transpose()
+    };
+    let ca = pem("--cacert", &global.cacert)?;
+    let cert = pem("--cert", &global.cert)?;
+    let key = pem("--key", &global.key)?;
     Ok(move |nodes| {
         Config::new(nodes)
             .key_prefix(prefix.clone())
             .max_ttl(max_ttl)
             .node_timeout(node_timeout)
             .restart_quarantine(quarantine)
+            .tls_ca_cert(ca.clone())
+            .tls_client_cert(cert.clone())
+            .tls_client_key(key.clone())
     })
 }
 

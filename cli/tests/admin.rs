@@ -262,3 +262,70 @@ fn secrets_stay_off_the_command_line() {
     );
     assert!(!(stdout(&out) + &stderr(&out)).contains("s3cretpw"));
 }
+
+#[test]
+fn mutual_tls_from_the_command_line() {
+    let dir = temp_dir().join("pki");
+    ironlock_harness::make_test_pki(&dir);
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_owned();
+    let tls_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port().to_string()
+    };
+    let _c = ironlock_harness::Cluster::start_with(
+        1,
+        &[
+            "--tls-port",
+            &tls_port,
+            "--tls-cert-file",
+            &path("server.pem"),
+            "--tls-key-file",
+            &path("server.key"),
+            "--tls-ca-cert-file",
+            &path("ca.pem"),
+            "--tls-auth-clients",
+            "yes",
+        ],
+    )
+    .expect("start a TLS node");
+    let url = format!("rediss://127.0.0.1:{tls_port}");
+    let resource = unique("mtls");
+    // Without a client certificate: a clear reason and what to set.
+    let out = run(
+        ironlock(std::slice::from_ref(&url)).args([
+            "--cacert",
+            &path("ca.pem"),
+            "run",
+            "-n",
+            &resource,
+            "true",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("requires a client certificate"),
+        "{}",
+        stderr(&out)
+    );
+    // --cert/--key as flags, and the CA from the environment.
+    let out = run(
+        ironlock(std::slice::from_ref(&url))
+            .env("IRONLOCK_CACERT", path("ca.pem"))
+            .args(["--cert", &path("client.pem"), "--key", &path("client.key")])
+            .args(["run", "-n", &resource, "sh", "-c", "exit 5"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    // A missing key file names the flag.
+    let out = run(
+        ironlock(std::slice::from_ref(&url)).args(["--key", "/nonexistent/key.pem", "check"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--key /nonexistent/key.pem"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -48,6 +48,10 @@ impl Cluster {
             connect_timeout: config.connect_timeout,
             quarantine,
             tls_ca_cert: config.tls_ca_cert.as_deref(),
+            tls_client: config
+                .tls_client_cert
+                .as_deref()
+                .zip(config.tls_client_key.as_deref()),
             inflight: inflight.clone(),
             rt: rt.clone(),
             epoch_key: crate::scripts::epoch_key(&config.key_prefix),
@@ -55,15 +59,17 @@ impl Cluster {
         let mut nodes = Vec::with_capacity(specs.len());
         for (i, spec) in specs.into_iter().enumerate() {
             let display = spec.display.clone();
-            let node =
-                Node::new(spec, &settings).map_err(|e| match e.strip_prefix("tls_ca_cert: ") {
-                    Some(why) => {
-                        Error::invalid(format!("tls_ca_cert: unusable CA certificate: {why}"))
+            let node = Node::new(spec, &settings).map_err(|e| match e.strip_prefix("tls: ") {
+                Some(why) => Error::invalid(format!(
+                    "{}: unusable certificate or key: {why}",
+                    if config.tls_ca_cert.is_some() && config.tls_client_cert.is_none() {
+                        "tls_ca_cert"
+                    } else {
+                        "tls_ca_cert / tls_client_cert / tls_client_key"
                     }
-                    None => {
-                        Error::new(ErrorKind::Connection, format!("nodes[{i}]: {display}: {e}"))
-                    }
-                })?;
+                )),
+                None => Error::new(ErrorKind::Connection, format!("nodes[{i}]: {display}: {e}")),
+            })?;
             nodes.push(node);
         }
         let quorum = quorum::quorum(nodes.len());

@@ -34,6 +34,8 @@ pub struct Config {
     pub(crate) max_extensions: Option<u32>,
     pub(crate) extension_threshold: Option<Duration>,
     pub(crate) tls_ca_cert: Option<Vec<u8>>,
+    pub(crate) tls_client_cert: Option<Vec<u8>>,
+    pub(crate) tls_client_key: Option<Vec<u8>>,
 }
 
 /// Defaults, as in the seeds where they give one.
@@ -80,6 +82,8 @@ impl Config {
             max_extensions: None,
             extension_threshold: None,
             tls_ca_cert: None,
+            tls_client_cert: None,
+            tls_client_key: None,
         }
     }
 
@@ -149,6 +153,21 @@ impl Config {
         self.tls_ca_cert = pem;
         self
     }
+
+    /// The client certificate (PEM, with its chain) for mutual TLS (servers with
+    /// `tls-auth-clients yes`, Redis's default); give its key with [`Config::tls_client_key`].
+    #[must_use]
+    pub fn tls_client_cert(mut self, pem: Option<Vec<u8>>) -> Self {
+        self.tls_client_cert = pem;
+        self
+    }
+
+    /// The private key (PEM) of [`Config::tls_client_cert`]. Never shown in `Debug` or errors.
+    #[must_use]
+    pub fn tls_client_key(mut self, pem: Option<Vec<u8>>) -> Self {
+        self.tls_client_key = pem;
+        self
+    }
 }
 
 impl fmt::Debug for Config {
@@ -170,6 +189,14 @@ impl fmt::Debug for Config {
             .field("max_extensions", &self.max_extensions)
             .field("extension_threshold", &self.extension_threshold)
             .field("tls_ca_cert", &self.tls_ca_cert.as_ref().map(|_| "<PEM>"))
+            .field(
+                "tls_client_cert",
+                &self.tls_client_cert.as_ref().map(|_| "<PEM>"),
+            )
+            .field(
+                "tls_client_key",
+                &self.tls_client_key.as_ref().map(|_| "***"),
+            )
             .finish()
     }
 }
@@ -239,6 +266,13 @@ impl Config {
             if t >= self.max_ttl {
                 return Err(Error::invalid("extension_threshold: must be below max_ttl"));
             }
+        }
+        if self.tls_client_cert.is_some() != self.tls_client_key.is_some() {
+            return Err(Error::invalid(if self.tls_client_cert.is_some() {
+                "tls_client_key: a client certificate needs its private key"
+            } else {
+                "tls_client_cert: a client key needs its certificate"
+            }));
         }
         if self.key_prefix.contains('\0') {
             return Err(Error::invalid("key_prefix: must not contain NUL"));

@@ -143,9 +143,7 @@ impl Report {
                 let why = match (r.vote, r.error.as_deref()) {
                     (Vote::Against, _) => against.to_owned(),
                     (Vote::Timeout, _) => "timeout".to_owned(),
-                    (_, Some(e)) => {
-                        crate::config::cut(e.strip_prefix("not connected: ").unwrap_or(e))
-                    }
+                    (_, Some(e)) => e.strip_prefix("not connected: ").unwrap_or(e).to_owned(),
                     (v, None) => v.as_str().to_owned(),
                 };
                 format!("{why} ({})", r.url)

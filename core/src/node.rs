@@ -121,6 +121,8 @@ pub(crate) struct NodeSettings<'a> {
     /// `None` when restart quarantine is off.
     pub(crate) quarantine: Option<Duration>,
     pub(crate) tls_ca_cert: Option<&'a [u8]>,
+    /// Client certificate and key (PEM) for mutual TLS.
+    pub(crate) tls_client: Option<(&'a [u8], &'a [u8])>,
     pub(crate) inflight: Arc<InFlight>,
     pub(crate) rt: tokio::runtime::Handle,
     /// [`crate::scripts::epoch_key`] of the manager's key prefix.
@@ -130,16 +132,20 @@ pub(crate) struct NodeSettings<'a> {
 impl Node {
     pub(crate) fn new(spec: NodeSpec, settings: &NodeSettings<'_>) -> Result<Arc<Node>, String> {
         let tls = matches!(spec.info.addr(), redis::ConnectionAddr::TcpTls { .. });
-        let client = match settings.tls_ca_cert {
-            Some(pem) if tls => {
-                let certs = redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.to_vec()),
-                };
-                redis::Client::build_with_tls(spec.info, certs)
-                    .map_err(|e| format!("tls_ca_cert: {e}"))?
-            }
-            _ => redis::Client::open(spec.info).map_err(|e| e.to_string())?,
+        let client_tls = settings
+            .tls_client
+            .map(|(cert, key)| redis::ClientTlsConfig {
+                client_cert: cert.to_vec(),
+                client_key: key.to_vec(),
+            });
+        let client = if tls && (settings.tls_ca_cert.is_some() || client_tls.is_some()) {
+            let certs = redis::TlsCertificates {
+                client_tls,
+                root_cert: settings.tls_ca_cert.map(<[u8]>::to_vec),
+            };
+            redis::Client::build_with_tls(spec.info, certs).map_err(|e| format!("tls: {e}"))?
+        } else {
+            redis::Client::open(spec.info).map_err(|e| e.to_string())?
         };
         Ok(Arc::new(Node {
             display: spec.display,
@@ -261,7 +267,7 @@ impl Node {
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await
-            .map_err(|e| self.scrub(&e.to_string()))?;
+            .map_err(|e| with_tls_hint(self.scrub(&e.to_string())))?;
         // Read uptime after connecting: a node that restarted lost its keys and must stay out of
         // the quorum until every lock it might have held has expired (seeds: delayed restarts).
         let reply: redis::RedisResult<String> = tokio::time::timeout(
@@ -494,6 +500,24 @@ impl Node {
             reconnects: self.counters.reconnects.load(Ordering::Relaxed),
         }
     }
+}
+
+/// A connection error, with what to set when it is a TLS handshake failure the user can fix.
+fn with_tls_hint(text: String) -> String {
+    let hint = if text.contains("CertificateRequired") || text.contains("certificate required") {
+        "the server requires a client certificate: set tls_client_cert and tls_client_key"
+    } else if text.contains("UnknownIssuer") || text.contains("unknown issuer") {
+        "the server's certificate is not signed by a trusted CA: set tls_ca_cert"
+    } else if text.contains("NotValidForName") {
+        "the server's certificate does not name this host: connect by a name it holds"
+    } else if text.contains("InvalidContentType") || text.contains("corrupt message") {
+        "the server did not answer in TLS: is this its --tls-port?"
+    } else if text.contains("BadCertificate") || text.contains("UnknownCA") {
+        "the server refused the client certificate: is it signed by a CA the server trusts?"
+    } else {
+        return text;
+    };
+    format!("{text} ({hint})")
 }
 
 fn parse_info(raw: &str) -> ServerInfo {

@@ -4,90 +4,9 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
 use common::{SEC, unique};
 use ironlock::{Config, ErrorKind, LockManager, Vote};
 use ironlock_harness::Cluster;
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl is installed");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA, a server certificate for 127.0.0.1 signed by it, and an unrelated second CA.
-fn make_pki(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    for ca in ["ca", "other-ca"] {
-        openssl(
-            dir,
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-keyout",
-                &format!("{ca}.key"),
-                "-out",
-                &format!("{ca}.pem"),
-                "-days",
-                "2",
-                "-subj",
-                &format!("/CN=ironlock {ca}"),
-            ],
-        );
-    }
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    );
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-        ],
-    );
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -100,7 +19,7 @@ fn free_port() -> u16 {
 #[tokio::test]
 async fn tls_verifies_the_server_and_rejects_a_wrong_ca() {
     let dir = std::env::temp_dir().join(unique("ironlock-pki").replace(':', "-"));
-    make_pki(&dir);
+    ironlock_harness::make_test_pki(&dir);
     let (cert, key, ca) = (
         dir.join("server.pem"),
         dir.join("server.key"),
@@ -331,4 +250,71 @@ async fn without_info_a_node_that_lost_its_data_is_quarantined() {
     let e = fresh.acquire(&[unique("q")], SEC).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
     assert!(e.message().contains("restart quarantine"), "{e}");
+}
+
+#[tokio::test]
+async fn mutual_tls_as_the_least_privilege_user_with_fencing() {
+    let dir = std::env::temp_dir().join(unique("ironlock-mtls").replace(':', "-"));
+    ironlock_harness::make_test_pki(&dir);
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_owned();
+    let tls_port = free_port().to_string();
+    let mut args = vec![
+        "--tls-port".to_owned(),
+        tls_port.clone(),
+        "--tls-cert-file".to_owned(),
+        path("server.pem"),
+        "--tls-key-file".to_owned(),
+        path("server.key"),
+        "--tls-ca-cert-file".to_owned(),
+        path("ca.pem"),
+        // Redis's own default, spelled out: a client certificate is required.
+        "--tls-auth-clients".to_owned(),
+        "yes".to_owned(),
+    ];
+    args.extend(["--user", "default", "on", "nopass", "~*", "&*", "+@all"].map(String::from));
+    args.extend(LEAST_PRIVILEGE.map(String::from));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _c = Cluster::start_with(1, &refs).unwrap();
+    let url = format!("rediss://app:app-Pa55@127.0.0.1:{tls_port}");
+    let read = |f: &str| Some(std::fs::read(dir.join(f)).unwrap());
+    let base = || {
+        Config::new([url.clone()])
+            .key_prefix("lk:")
+            .restart_quarantine(false)
+            .retry_count(0)
+            .connect_timeout(2 * SEC)
+            .tls_ca_cert(read("ca.pem"))
+    };
+    // Without a client certificate: the handshake fails, and the message says what to set.
+    let m = LockManager::new(base()).await.unwrap();
+    let e = m.acquire(&[unique("mtls")], 5 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(
+        e.message()
+            .contains("requires a client certificate: set tls_client_cert and tls_client_key"),
+        "{e}"
+    );
+    // With it: granted, with a fencing token, by the restricted user.
+    let config = base()
+        .tls_client_cert(read("client.pem"))
+        .tls_client_key(read("client.key"));
+    assert!(!format!("{config:?}").contains("PRIVATE KEY"));
+    let m = LockManager::new(config).await.unwrap();
+    let lock = m
+        .acquire_with(
+            &[unique("mtls")],
+            5 * SEC,
+            ironlock::AcquireOptions::default().fencing(true),
+        )
+        .await
+        .expect("granted over mutual TLS");
+    assert!(lock.fence().is_some());
+    assert!(lock.release().await.held);
+    // A certificate without its key is a bad argument.
+    let e = LockManager::new(base().tls_client_cert(read("client.pem")))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.message().starts_with("tls_client_key"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,6 +3,10 @@
 //! (SIGSTOP/SIGCONT) and restarted on demand. Every process is killed when the [`Cluster`] is
 //! dropped, and also when the test process dies (parent-death signal).
 
+mod pki;
+
+pub use pki::make_test_pki;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
