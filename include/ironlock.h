@@ -11,6 +11,18 @@
  * - x_free(NULL) is a no-op; no x_free sends anything to Redis (free does not release).
  * - Strings passed in are copied; strings handed out are owned by the library (see each item).
  * - Durations are uint64_t milliseconds.
+ *
+ * ABI stability (libironlock.so.0, ABI generation 0; baseline: the 0.1.0 header):
+ * - A program compiled against any earlier header of this generation and never rebuilt keeps
+ *   working, with the same behaviour, against every later libironlock.so.0.
+ * - The ABI only grows: new functions, new setters on opaque objects, appended constants.
+ *   Signatures, struct layouts (ironlock_acquire_options is frozen as in 0.1.0) and constant
+ *   values never change, and numbers are never reused. New per-acquire options arrive as
+ *   setters of the opaque ironlock_acquire_opts (ironlock_acquire_with).
+ * - Only ironlock_* symbols are exported. The recorded ABI is ffi/abi/libironlock.so.0.abi;
+ *   tests/c/run.sh fails when anything in it changes other than an addition.
+ * - IRONLOCK_VERSION_* below is this header's version; ironlock_version() is the library's.
+ *   A program may require a library at least as new as its header by comparing the two.
  */
 
 #ifndef IRONLOCK_H
@@ -25,6 +37,16 @@
 #define IRONLOCK_VERSION_PATCH 0
 /** Length of a lock token (lowercase hex), without the terminating NUL. */
 #define IRONLOCK_TOKEN_LEN 40
+
+/**
+ * Options of one acquire, built with setters (every option starts at its default: the
+ * manager's retry settings, no wait deadline, no fencing).
+ *
+ * Ownership: `ironlock_acquire_opts_new` / `ironlock_acquire_opts_free`; it may be reused for
+ * any number of `ironlock_acquire_with` calls. Thread safety: a set of options may be read by
+ * several acquires at once, but not changed while one of them runs.
+ */
+typedef struct ironlock_acquire_opts ironlock_acquire_opts;
 
 /**
  * Settings for a manager: node URLs plus any setting changed from its default.
@@ -507,6 +529,63 @@ ironlock_status ironlock_acquire(struct ironlock_manager *manager,
                                  uint64_t ttl_ms,
                                  const struct ironlock_acquire_options *opts,
                                  struct ironlock_lock **out);
+
+/**
+ * `ironlock_acquire` with extensible options (`ironlock_acquire_opts`, NULL = defaults): the
+ * form every later per-acquire option is added to. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * As `ironlock_acquire`; `opts` is NULL or live.
+ */
+ironlock_status ironlock_acquire_with(struct ironlock_manager *manager,
+                                      const char *const *resources,
+                                      size_t n_resources,
+                                      uint64_t ttl_ms,
+                                      const struct ironlock_acquire_opts *opts,
+                                      struct ironlock_lock **out);
+
+/**
+ * New acquire options, all at their defaults. NULL only if the library failed internally.
+ * Added after the 0.1.0 ABI.
+ */
+struct ironlock_acquire_opts *ironlock_acquire_opts_new(void);
+
+/**
+ * Frees acquire options. NULL is a no-op. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `opts` is NULL or came from `ironlock_acquire_opts_new` and was not freed before.
+ */
+void ironlock_acquire_opts_free(struct ironlock_acquire_opts *opts);
+
+/**
+ * Keep retrying until `wait_ms` milliseconds have passed, however many rounds that takes (no
+ * round starts after the deadline); 0 = no deadline (the manager's retry_count rounds).
+ * Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `opts` is NULL or live.
+ */
+ironlock_status ironlock_acquire_opts_set_wait_ms(struct ironlock_acquire_opts *opts,
+                                                  uint64_t wait_ms);
+
+/**
+ * Further rounds after the first for this call, instead of the manager's retry_count (0 = one
+ * round only: try-lock). Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `opts` is NULL or live.
+ */
+ironlock_status ironlock_acquire_opts_set_retry_count(struct ironlock_acquire_opts *opts,
+                                                      uint32_t retry_count);
+
+/**
+ * Compute a fencing token (read it with `ironlock_lock_fence`). Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `opts` is NULL or live.
+ */
+ironlock_status ironlock_acquire_opts_set_fencing(struct ironlock_acquire_opts *opts, bool fencing);
 
 /**
  * Number of nodes in this thread's last report: one per configured node after an operation

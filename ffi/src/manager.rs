@@ -11,6 +11,7 @@ use crate::config::ironlock_config;
 use crate::error::ironlock_status;
 use crate::handles::{arg_out, arg_ref, free, into_raw, resources as resource_list};
 use crate::lock::ironlock_lock;
+use crate::options::ironlock_acquire_opts;
 use crate::report;
 use crate::runtime::Runtime;
 
@@ -141,15 +142,63 @@ pub unsafe extern "C" fn ironlock_acquire(
     opts: *const ironlock_acquire_options,
     out: *mut *mut ironlock_lock,
 ) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        acquire(
+            manager,
+            resources,
+            n_resources,
+            ttl_ms,
+            out,
+            || match opts.as_ref() {
+                Some(o) => o.to_core(),
+                None => Ok(AcquireOptions::default()),
+            },
+        )
+    }
+}
+
+/// `ironlock_acquire` with extensible options (`ironlock_acquire_opts`, NULL = defaults): the
+/// form every later per-acquire option is added to. Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// As `ironlock_acquire`; `opts` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_acquire_with(
+    manager: *mut ironlock_manager,
+    resources: *const *const c_char,
+    n_resources: usize,
+    ttl_ms: u64,
+    opts: *const ironlock_acquire_opts,
+    out: *mut *mut ironlock_lock,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        acquire(manager, resources, n_resources, ttl_ms, out, || {
+            Ok(opts.as_ref().map(|o| o.options.clone()).unwrap_or_default())
+        })
+    }
+}
+
+/// The body of both acquire forms; `options` reads the caller's options (after the other
+/// arguments are checked, in the order the 0.1.0 library checked them).
+///
+/// # Safety
+/// As `ironlock_acquire`.
+unsafe fn acquire(
+    manager: *mut ironlock_manager,
+    resources: *const *const c_char,
+    n_resources: usize,
+    ttl_ms: u64,
+    out: *mut *mut ironlock_lock,
+    options: impl FnOnce() -> Result<AcquireOptions>,
+) -> ironlock_status {
     call(|| {
         report::set(None);
         // SAFETY: forwarded caller contract.
         let m = unsafe { arg_ref(manager.cast_const(), "manager") }?;
         let names = unsafe { resource_list(resources, n_resources) }?;
-        let options = match unsafe { opts.as_ref() } {
-            Some(o) => o.to_core()?,
-            None => AcquireOptions::default(),
-        };
+        let options = options()?;
         let out = arg_out(out, "out")?;
         let ttl = Duration::from_millis(ttl_ms);
         let result =

@@ -5,9 +5,13 @@
 #  3. version macros in the header == the crate version in Cargo
 #  4. builds every C test (C11, -Wall -Wextra -Werror) and the C++17 test, each linked twice:
 #     against libironlock.so and against libironlock.a
-#  5. runs them all: API + bad inputs, the shared corpus, 8 threads contending, C++, example
-#  6. runs the C suite again under valgrind (--error-exitcode=1 --leak-check=full)
-#  7. installs into a temporary prefix and builds + runs the quick start with pkg-config and
+#  5. ABI: SONAME libironlock.so.0, only ironlock_* exported, the recorded ABI only grew
+#     (ffi/abi/snapshot.py), the old binary (tests/c/abi_v0.c, 0.1.0 header) calls every 0.1.0
+#     function
+#  6. runs them all: API + bad inputs, the shared corpus, 8 threads contending, C++, example,
+#     the old binary
+#  7. runs the C suite again under valgrind (--error-exitcode=1 --leak-check=full)
+#  8. installs (symlink chain .so -> .so.0 -> .so.x.y.z) into a temporary prefix and builds + runs the quick start with pkg-config and
 #     with CMake (find_package(ironlock), shared and static) against real nodes
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -86,6 +90,19 @@ make -s -C tests/c -j2
 run "test programs link libironlock.so" sh -c "readelf -d '$BUILD/test_api-shared' | grep -q 'NEEDED.*libironlock.so'"
 run "static test programs embed libironlock.a" sh -c "! readelf -d '$BUILD/test_api-static' | grep -q libironlock && nm '$BUILD/test_api-static' | grep -q ' T ironlock_acquire$'"
 
+step "ABI: SONAME, exported symbols, the recorded ABI, the 0.1.0 baseline"
+LIB="$REPO/target/debug/libironlock.so"
+run "SONAME is libironlock.so.0" sh -c "readelf -d '$LIB' | grep -q 'SONAME.*\[libironlock.so.0\]'"
+exported="$(nm -D --defined-only "$LIB" | awk '{print $3}' | sort)"
+echo "exported: $(wc -l <<<"$exported") symbols, $(grep -cv '^ironlock_' <<<"$exported" || true) outside ironlock_*"
+run "only ironlock_* symbols are exported" sh -c "! nm -D --defined-only '$LIB' | awk '{print \$3}' | grep -v '^ironlock_'"
+run "the recorded ABI only grew (ffi/abi/snapshot.py --check)" python3 ffi/abi/snapshot.py --check "$LIB"
+old_calls_missing="$(grep -o 'ironlock_[a-z_]*(' ffi/abi/0.1.0/ironlock.h | tr -d '(' | sort -u |
+  while read -r f; do grep -q "$f(" tests/c/abi_v0.c || echo "$f"; done)"
+run "the old-binary test calls every 0.1.0 function" test -z "$old_calls_missing"
+[ -z "$old_calls_missing" ] || echo "not called: $old_calls_missing"
+run "the old binary (which #errors unless built with the 0.1.0 header) links libironlock.so.0" sh -c "readelf -d '$BUILD/abi_v0' | grep -q 'NEEDED.*libironlock.so.0'"
+
 # Three nodes for the example programs (the tests start their own): the harness keeps them
 # while its stdin is open and kills them when this script exits.
 coproc NODES { exec "$IRONLOCK_HARNESS" --nodes 3; }
@@ -101,6 +118,7 @@ for link in shared static; do
   run "C++17 ($link)" "$BUILD/test_cpp-$link"
   run "ffi/examples/basic.c ($link)" "$BUILD/basic-$link" "${URLS[@]}"
 done
+run "old binary (0.1.0 header) against this library" "$BUILD/abi_v0"
 
 step "valgrind"
 VALGRIND=(valgrind --error-exitcode=1 --leak-check=full --show-leak-kinds=definite,indirect,possible
@@ -123,12 +141,16 @@ IRONLOCK_CORPUS_SLOW=1 vg "corpus" "$BUILD/corpus-shared"
 vg "8 threads contending" "$BUILD/test_threads-shared" 5
 vg "C++17" "$BUILD/test_cpp-shared"
 vg "basic.c" "$BUILD/basic-static" "${URLS[@]}"
+vg "old binary (0.1.0 header)" "$BUILD/abi_v0"
 
 step "install, then pkg-config and CMake consumers"
 PREFIX="$(mktemp -d)"
 trap 'rm -f "$fresh"; rm -rf "$PREFIX"' EXIT
 make -s -C ffi install PREFIX="$PREFIX" PROFILE=debug
 ls -R "$PREFIX" | sed 's/^/  /'
+ls -l "$PREFIX/lib" | grep libironlock.so | sed 's/^/  /'
+run "install: libironlock.so -> .so.0 -> .so.<version>, SONAME .so.0" sh -c \
+  "[ \"\$(readlink '$PREFIX/lib/libironlock.so')\" = libironlock.so.0 ] && readlink '$PREFIX/lib/libironlock.so.0' | grep -q '^libironlock.so.0\.[0-9]*\.[0-9]*\$' && [ -f \"$PREFIX/lib/\$(readlink '$PREFIX/lib/libironlock.so.0')\" ]"
 export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
 echo "pkg-config --cflags --libs ironlock: $(pkg-config --cflags --libs ironlock)"
 # shellcheck disable=SC2046
