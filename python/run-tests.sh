@@ -13,8 +13,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 have() { "$PY" -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('$1').startswith('$2') else 1)" 2>/dev/null; }
-if ! have maturin 1.16. || ! have pytest 9.2. || ! have mypy ""; then
-    "$PY" -m pip install --quiet --disable-pip-version-check "maturin==1.16.*" "pytest==9.2.*" mypy
+# redis (redis-py): its clients are one of the node forms the package accepts.
+if ! have maturin 1.16. || ! have pytest 9.2. || ! have mypy "" || ! have redis ""; then
+    "$PY" -m pip install --quiet --disable-pip-version-check "maturin==1.16.*" "pytest==9.2.*" mypy redis
 fi
 
 # The harness binary the tests drive (tests find it via IRONLOCK_HARNESS).

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ironlock::{AcquireOptions, Config};
+use ironlock::{AcquireOptions, Config, SettingKind, SettingValue};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
@@ -95,70 +95,157 @@ pub(crate) fn token(v: &Bound<'_, PyAny>) -> PyResult<String> {
     text("token", v)
 }
 
-/// The manager's node URLs and keyword settings (SPEC §4) → a core `Config`.
+/// The manager's nodes and keyword settings (SPEC §4) → a core `Config`. Each setting is
+/// converted by its kind in the core's table (`ironlock::SETTINGS`) and applied by name.
 pub(crate) fn config(
-    nodes: &Bound<'_, PyAny>,
+    py: Python<'_>,
+    nodes: Option<&Bound<'_, PyAny>>,
     settings: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Config> {
-    let mut c = Config::new(names("nodes", nodes)?);
+    let mut c = Config::new(node_list(py, nodes)?);
     let Some(settings) = settings else {
         return Ok(c);
     };
     for (key, v) in settings.iter() {
         let key: String = key.extract()?;
         let k = key.as_str();
-        c = match k {
-            "retry_count" => c.retry_count(count(k, &v)?),
-            "retry_delay" => c.retry_delay(duration(k, &v)?),
-            "retry_jitter" => c.retry_jitter(duration(k, &v)?),
-            "drift_factor" => {
+        let Some(row) = ironlock::SETTINGS.iter().find(|s| s.name == k) else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "unexpected keyword argument {:?} (settings are: {})",
+                ironlock::cut(k),
+                setting_names().join(", ")
+            )));
+        };
+        let value = match row.kind {
+            SettingKind::Count => SettingValue::Count(count(k, &v)?.into()),
+            SettingKind::OptionalCount if v.is_none() => SettingValue::Unset,
+            SettingKind::OptionalCount => SettingValue::Count(count(k, &v)?.into()),
+            SettingKind::Duration => SettingValue::Duration(duration(k, &v)?),
+            SettingKind::OptionalDuration if v.is_none() => SettingValue::Unset,
+            SettingKind::OptionalDuration => SettingValue::Duration(duration(k, &v)?),
+            SettingKind::Fraction => {
                 if v.is_instance_of::<PyBool>()
                     || !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>())
                 {
                     return Err(error::wrong_type(k, "a float", &v));
                 }
-                c.drift_factor(v.extract()?)
+                SettingValue::Fraction(v.extract()?)
             }
-            "drift_constant" => c.drift_constant(duration(k, &v)?),
-            "node_timeout" => c.node_timeout(duration(k, &v)?),
-            "connect_timeout" => c.connect_timeout(duration(k, &v)?),
-            "max_ttl" => c.max_ttl(duration(k, &v)?),
-            "restart_quarantine" => c.restart_quarantine(boolean(k, &v)?),
-            "key_prefix" => c.key_prefix(text(k, &v)?),
-            "min_validity" => c.min_validity(duration(k, &v)?),
-            "max_extensions" => c.max_extensions(if v.is_none() {
-                None
-            } else {
-                Some(count(k, &v)?)
-            }),
-            "extension_threshold" => c.extension_threshold(opt_duration(k, Some(&v))?),
-            _ => {
-                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "unexpected keyword argument {k:?} (settings are: {})",
-                    SETTINGS.join(", ")
-                )));
-            }
+            SettingKind::Flag => SettingValue::Flag(boolean(k, &v)?),
+            SettingKind::Text => SettingValue::Text(text(k, &v)?),
         };
+        c = c.set(k, value).map_err(|e| error::to_pyerr(v.py(), e))?;
     }
     Ok(c)
 }
 
-/// Every keyword setting, in SPEC §4 order.
-pub(crate) const SETTINGS: [&str; 13] = [
-    "retry_count",
-    "retry_delay",
-    "retry_jitter",
-    "drift_factor",
-    "drift_constant",
-    "node_timeout",
-    "connect_timeout",
-    "max_ttl",
-    "restart_quarantine",
-    "key_prefix",
-    "min_validity",
-    "max_extensions",
-    "extension_threshold",
-];
+/// Every keyword setting, in SPEC §4 order (the core's table).
+pub(crate) fn setting_names() -> Vec<&'static str> {
+    ironlock::SETTINGS.iter().map(|s| s.name).collect()
+}
+
+/// The node list in any of its Python forms: a list of URLs, mappings with redis-py's keyword
+/// names, or `redis.Redis` / `redis.asyncio.Redis` clients (their connection settings are read;
+/// ironlock keeps its own connections); one comma-separated string; nothing (None) for
+/// `IRONLOCK_NODES`, then `REDIS_URL`.
+fn node_list(py: Python<'_>, nodes: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    let Some(nodes) = nodes.filter(|n| !n.is_none()) else {
+        return from_env(py);
+    };
+    if nodes.is_instance_of::<PyString>() {
+        let text = text("nodes", nodes)?;
+        return ironlock::split_node_list("nodes", &text).map_err(|e| error::to_pyerr(py, e));
+    }
+    if !(nodes.is_instance_of::<PyList>() || nodes.is_instance_of::<PyTuple>()) {
+        return Err(error::wrong_type(
+            "nodes",
+            "a list of node URLs, mappings or redis.Redis clients, or a comma-separated str",
+            nodes,
+        ));
+    }
+    nodes
+        .try_iter()?
+        .enumerate()
+        .map(|(i, item)| node(&format!("nodes[{i}]"), &item?))
+        .collect()
+}
+
+fn from_env(py: Python<'_>) -> PyResult<Vec<String>> {
+    ironlock::nodes_from_env()
+        .map_err(|e| error::to_pyerr(py, e))?
+        .ok_or_else(|| {
+            error::invalid(
+                py,
+                "nodes: none given, and neither IRONLOCK_NODES nor REDIS_URL is set".to_owned(),
+            )
+        })
+}
+
+/// One node: a URL, a mapping, or a redis-py client.
+fn node(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
+    if v.is_instance_of::<PyString>() {
+        return text(name, v);
+    }
+    let py = v.py();
+    let (kwargs, client_tls) = if v.is_instance_of::<PyDict>() {
+        (v.clone(), false)
+    } else if let Ok(pool) = v.getattr("connection_pool") {
+        // redis-py: the pool's connection_kwargs; TLS shows in the connection class.
+        let class: String = pool
+            .getattr("connection_class")
+            .and_then(|c| c.getattr("__name__"))
+            .and_then(|n| n.extract())
+            .unwrap_or_default();
+        (pool.getattr("connection_kwargs")?, class.contains("SSL"))
+    } else {
+        return Err(error::wrong_type(
+            name,
+            "a URL, a mapping (host, port, username, password, db, ssl) or a redis.Redis client",
+            v,
+        ));
+    };
+    let kwargs = kwargs
+        .cast_into::<PyDict>()
+        .map_err(|e| error::wrong_type(name, "a mapping", &e.into_inner()))?;
+    let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        Ok(kwargs.get_item(key)?.filter(|v| !v.is_none()))
+    };
+    let opt_text = |key: &str| -> PyResult<Option<String>> {
+        get(key)?
+            .map(|v| text(&format!("{name}.{key}"), &v))
+            .transpose()
+    };
+    let flag = |key: &str| -> PyResult<bool> {
+        Ok(get(key)?
+            .map(|v| v.is_truthy())
+            .transpose()?
+            .unwrap_or(false))
+    };
+    let port = match get("port")? {
+        Some(p) => Some(
+            u16::try_from(count(&format!("{name}.port"), &p)?)
+                .map_err(|_| error::invalid(py, format!("{name}.port: must be at most 65535")))?,
+        ),
+        None => None,
+    };
+    let db = match get("db")? {
+        Some(d) => Some(i64::from(count(&format!("{name}.db"), &d)?)),
+        None => None,
+    };
+    let parts = ironlock::NodeParts {
+        host: opt_text("host")?,
+        port,
+        path: match opt_text("unix_socket_path")? {
+            Some(p) => Some(p),
+            None => opt_text("path")?,
+        },
+        username: opt_text("username")?,
+        password: opt_text("password")?,
+        db,
+        tls: client_tls || flag("ssl")? || flag("tls")?,
+    };
+    ironlock::node_url(&parts).map_err(|e| error::invalid(py, format!("{name}.{}", e.message())))
+}
 
 /// `acquire`'s keyword arguments → core options.
 pub(crate) fn acquire_options(

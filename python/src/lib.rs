@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::watch_forks();
     m.add("__version__", ironlock::VERSION)?;
-    m.add("SETTINGS", convert::SETTINGS.to_vec())?;
+    m.add("SETTINGS", convert::setting_names())?;
     m.add_class::<manager::ManagerBase>()?;
     m.add_class::<manager::LockManager>()?;
     m.add_class::<manager::AsyncLockManager>()?;

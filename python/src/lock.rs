@@ -429,6 +429,20 @@ pub struct KeepAlive {
 impl KeepAlive {
     fn start(py: Python<'_>, held: &Held) -> PyResult<KeepAlive> {
         let lock = held.here(py, "keep alive")?;
+        if lock.is_released() || lock.is_lost() {
+            let why = if lock.is_released() {
+                "released"
+            } else {
+                "lost"
+            };
+            return Err(crate::error::to_pyerr(
+                py,
+                ironlock::Error::new(
+                    ironlock::ErrorKind::Lost,
+                    format!("keep_alive: the lock is {why}, nothing to keep alive"),
+                ),
+            ));
+        }
         // Watch for loss from the start, so `lost` is set at once even if read later.
         held.lost_state(py)?;
         Ok(KeepAlive {

@@ -68,22 +68,36 @@ impl Core {
     }
 }
 
-/// Builds the core and connects (nodes in parallel, each bounded by `connect_timeout`).
-fn connect(
+/// Builds the core from the arguments. With `connect`, connects before returning (blocking the
+/// caller, GIL released); otherwise the settings are checked at once and the first operation
+/// connects (an asyncio constructor must not block its running event loop).
+fn build(
     py: Python<'_>,
-    nodes: &Bound<'_, PyAny>,
+    nodes: Option<&Bound<'_, PyAny>>,
     settings: Option<&Bound<'_, PyDict>>,
+    connect: bool,
 ) -> PyResult<Arc<Core>> {
-    let config = convert::config(nodes, settings)?;
-    let manager = runtime::block_on(py, {
+    let config = convert::config(py, nodes, settings)?;
+    let manager = if connect {
         let config = config.clone();
-        async move { ironlock::LockManager::new(config).await }
-    })?;
+        let m = runtime::block_on(py, async move { ironlock::LockManager::new(config).await })?;
+        Some(ProcessLocal::new(m))
+    } else {
+        config.check().map_err(|e| crate::error::to_pyerr(py, e))?;
+        None
+    };
     Ok(Arc::new(Core {
         config,
-        current: Mutex::new(Some(ProcessLocal::new(manager))),
+        current: Mutex::new(manager),
         closed: std::sync::atomic::AtomicBool::new(false),
     }))
+}
+
+/// True when an asyncio event loop runs on this thread.
+fn loop_running(py: Python<'_>) -> bool {
+    py.import("asyncio")
+        .and_then(|a| a.call_method0("get_running_loop"))
+        .is_ok()
 }
 
 /// One node's holder of a resource, as a dict.
@@ -167,11 +181,12 @@ pub struct ManagerBase {
 impl ManagerBase {
     fn new(
         py: Python<'_>,
-        nodes: &Bound<'_, PyAny>,
+        nodes: Option<&Bound<'_, PyAny>>,
         settings: Option<&Bound<'_, PyDict>>,
+        connect: bool,
     ) -> PyResult<Self> {
         Ok(ManagerBase {
-            core: connect(py, nodes, settings)?,
+            core: build(py, nodes, settings, connect)?,
         })
     }
 }
@@ -207,6 +222,13 @@ impl ManagerBase {
             .core
             .repr(slf.py(), &slf.get_type().name()?.to_string())
     }
+
+    /// Connects now if not yet connected (an awaitable): what `await AsyncLockManager.connect(…)`
+    /// waits for. Locks are granted as soon as a quorum of nodes is connected.
+    fn _connected<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let core = self.core.clone();
+        runtime::awaitable(py, async move { core.manager().await.map(drop) })
+    }
 }
 
 /// Takes Redlock locks over N independent Redis masters; blocking methods release the GIL.
@@ -216,14 +238,14 @@ pub struct LockManager;
 #[pymethods]
 impl LockManager {
     #[new]
-    #[pyo3(signature = (nodes, **settings))]
+    #[pyo3(signature = (nodes = None, **settings))]
     fn new(
         py: Python<'_>,
-        nodes: &Bound<'_, PyAny>,
+        nodes: Option<&Bound<'_, PyAny>>,
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyClassInitializer<Self>> {
         Ok(
-            PyClassInitializer::from(ManagerBase::new(py, nodes, settings)?)
+            PyClassInitializer::from(ManagerBase::new(py, nodes, settings, true)?)
                 .add_subclass(LockManager),
         )
     }
@@ -274,15 +296,18 @@ pub struct AsyncLockManager;
 
 #[pymethods]
 impl AsyncLockManager {
+    /// Inside a running event loop the constructor never blocks it: the settings are checked
+    /// at once and the nodes are connected by the first operation (or `await connect(…)`).
     #[new]
-    #[pyo3(signature = (nodes, **settings))]
+    #[pyo3(signature = (nodes = None, **settings))]
     fn new(
         py: Python<'_>,
-        nodes: &Bound<'_, PyAny>,
+        nodes: Option<&Bound<'_, PyAny>>,
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyClassInitializer<Self>> {
+        let connect = !loop_running(py);
         Ok(
-            PyClassInitializer::from(ManagerBase::new(py, nodes, settings)?)
+            PyClassInitializer::from(ManagerBase::new(py, nodes, settings, connect)?)
                 .add_subclass(AsyncLockManager),
         )
     }

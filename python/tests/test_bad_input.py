@@ -92,7 +92,7 @@ BAD_SETTINGS = [
     ([""], {}, ironlock.InvalidArgumentError, "nodes[0]"),
     (["http://127.0.0.1:1"], {}, ironlock.IronlockConnectionError, "nodes[0]"),
     ([7], {}, ironlock.ArgumentTypeError, "nodes[0]"),
-    (None, {}, ironlock.ArgumentTypeError, "nodes"),
+    (42, {}, ironlock.ArgumentTypeError, "nodes"),
     (["redis://127.0.0.1:1"], {"drift_factor": 0.5}, ironlock.InvalidArgumentError, "drift_factor"),
     (["redis://127.0.0.1:1"], {"drift_factor": math.nan}, ironlock.InvalidArgumentError, "drift_factor"),
     (["redis://127.0.0.1:1"], {"drift_factor": "x"}, ironlock.ArgumentTypeError, "drift_factor"),

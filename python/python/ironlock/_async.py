@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import Any, Optional, Type
 
 from . import _native
-from ._sync import Resources, _LockSpec, _quorum_holds, _wait_for
+from ._sync import Resources, _LockSpec, _extended_ttl, _quorum_holds, _wait_for
 from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
 
 
@@ -23,8 +23,9 @@ class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
         self._lock = lock
         return lock
 
-    async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
-        """Takes the lock; False when it is held elsewhere or no quorum could be reached."""
+    async def acquire(self, blocking: bool = True, timeout: Optional[float] = -1) -> bool:
+        """Takes the lock, as ``DistributedLock.acquire`` (by default waits until acquired);
+        False when it was not acquired in time."""
         try:
             await self._take(**_wait_for(blocking, timeout, self._wait))
         except (LockContendedError, QuorumUnavailableError):
@@ -40,7 +41,16 @@ class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
             raise RuntimeError("release unlocked lock")
         if keeper is not None:
             keeper.stop()
-        await lock.finish()
+        if not lock.released or lock.lost.is_set():
+            await lock.finish()
+
+    async def extend(self, additional_time: Any, replace_ttl: bool = False) -> bool:
+        """As redis-py's ``Lock.extend`` (see ``DistributedLock.extend``)."""
+        lock = self._lock
+        if lock is None or lock.released:
+            raise RuntimeError("cannot extend an unlocked lock")
+        await lock.extend(_extended_ttl(lock, additional_time, replace_ttl))
+        return True
 
     async def locked(self) -> bool:
         """True if this object holds the lock, or a quorum of nodes hold a key of one of its
@@ -61,6 +71,8 @@ class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
+        if self._lock is None:
+            return  # released inside the block: nothing left to do
         try:
             # Release even when the block was cancelled: shield the release itself.
             await asyncio.shield(self.release())
@@ -72,8 +84,17 @@ class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
 class AsyncLockManager(_native.AsyncLockManager):
     """Takes Redlock locks over N independent Redis masters; every I/O method is a coroutine.
 
-    Same settings as ``LockManager``. The constructor validates the settings and connects
-    (nodes in parallel, each bounded by ``connect_timeout``)."""
+    Same settings and node forms as ``LockManager``. Inside a running event loop the
+    constructor never blocks it: it checks the settings and the first operation connects;
+    ``manager = await AsyncLockManager.connect(nodes, **settings)`` connects before returning.
+    Outside a loop the constructor connects at once."""
+
+    @classmethod
+    async def connect(cls, nodes: Any = None, **settings: Any) -> "AsyncLockManager":
+        """Creates the manager and connects (returns once a quorum of nodes is connected)."""
+        manager = cls(nodes, **settings)
+        await manager._connected()
+        return manager
 
     def lock(
         self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False

@@ -2,7 +2,7 @@
 
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Awaitable, Dict, List, Optional, Sequence, Type, Union, final
+from typing import Any, Awaitable, Dict, List, Mapping, Optional, Sequence, Type, Union, final
 
 from typing_extensions import disjoint_base
 
@@ -10,6 +10,7 @@ from .exceptions import NodeReport
 
 _Seconds = Union[float, int, timedelta]
 _Resources = Union[str, Sequence[str]]
+_Nodes = Union[None, str, Sequence[Union[str, Mapping[str, Any], Any]]]
 
 __all__ = [
     "AsyncLock",
@@ -40,11 +41,12 @@ class ManagerBase:
     def quorum(self) -> int: ...
     @property
     def nodes(self) -> List[str]: ...
+    def _connected(self) -> Awaitable[None]: ...
 
 class LockManager(ManagerBase):
     def __new__(
         cls,
-        nodes: Union[str, Sequence[str]],
+        nodes: _Nodes = None,
         *,
         retry_count: int = ...,
         retry_delay: _Seconds = ...,
@@ -75,7 +77,7 @@ class LockManager(ManagerBase):
 class AsyncLockManager(ManagerBase):
     def __new__(
         cls,
-        nodes: Union[str, Sequence[str]],
+        nodes: _Nodes = None,
         *,
         retry_count: int = ...,
         retry_delay: _Seconds = ...,

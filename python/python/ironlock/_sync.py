@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
+from datetime import timedelta
 from typing import Any, Dict, Generic, List, Optional, Sequence, Type, TypeVar, Union
 
 from . import _native
-from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
+from .exceptions import (
+    ArgumentTypeError,
+    LockContendedError,
+    LockLostError,
+    QuorumUnavailableError,
+)
 
 Resources = Union[str, Sequence[str]]
 
 
 def _wait_for(blocking: bool, timeout: Optional[float], default: Any) -> Dict[str, Any]:
-    """threading.Lock.acquire's (blocking, timeout) as acquire keywords."""
+    """threading.Lock.acquire's (blocking, timeout) as acquire keywords.
+
+    ``timeout=-1`` (the default, as ``threading.Lock``) waits until acquired, or up to the
+    ``wait`` given to ``manager.lock()`` when there was one; ``timeout=None`` uses that
+    ``wait`` (or, without one, the manager's retry settings); a number bounds the wait."""
     if not blocking:
         if timeout is not None and timeout != -1:
             raise ValueError("can't specify a timeout for a non-blocking call")
@@ -21,8 +31,24 @@ def _wait_for(blocking: bool, timeout: Optional[float], default: Any) -> Dict[st
     if timeout is None:
         return {"wait": default}
     if timeout == -1:
-        return {"retry_count": 2**32 - 1}
+        return {"wait": default} if default is not None else {"retry_count": 2**32 - 1}
     return {"wait": timeout}
+
+
+def _extended_ttl(lock: Any, additional_time: Any, replace_ttl: bool) -> float:
+    """redis-py's ``extend(additional_time, replace_ttl=False)``: the new ttl is the time left
+    plus ``additional_time`` (seconds or a timedelta), or ``additional_time`` itself when
+    ``replace_ttl``."""
+    if lock is None:
+        raise RuntimeError("cannot extend an unlocked lock")
+    if isinstance(additional_time, timedelta):
+        additional_time = additional_time.total_seconds()
+    if isinstance(additional_time, bool) or not isinstance(additional_time, (int, float)):
+        raise ArgumentTypeError(
+            f"additional_time: expected a number of seconds or a timedelta, got "
+            f"{type(additional_time).__name__}"
+        )
+    return float(additional_time) if replace_ttl else lock.remaining + float(additional_time)
 
 M = TypeVar("M")
 L = TypeVar("L", bound=_native.LockBase)
@@ -99,11 +125,12 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
             self._lock, self._keeper = lock, keeper
         return lock
 
-    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
-        """Takes the lock; False when it is held elsewhere or no quorum could be reached.
-
-        ``blocking=False`` tries once; ``timeout`` (seconds) bounds the wait, ``-1`` waits
-        without bound, None uses the ``wait`` given to ``manager.lock()``."""
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = -1) -> bool:
+        """Takes the lock, as ``threading.Lock.acquire``: by default waits until acquired (a
+        release wakes it at once), or up to the ``wait`` given to ``manager.lock()``.
+        ``blocking=False`` tries once; ``timeout`` (seconds) bounds the wait; None uses the
+        ``wait`` given to ``manager.lock()`` (else the manager's retry settings). False when
+        the lock was not acquired in time."""
         try:
             self._take(**_wait_for(blocking, timeout, self._wait))
         except (LockContendedError, QuorumUnavailableError):
@@ -112,7 +139,9 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
 
     def release(self) -> None:
         """Releases the lock; raises ``LockLostError`` if it had been lost before (its keys are
-        deleted wherever they still hold its token either way), ``RuntimeError`` if not held."""
+        deleted wherever they still hold its token either way), ``RuntimeError`` if not held.
+        A lock already released through the object ``with`` gave (``lock.release()``) is not
+        released twice."""
         with self._guard:
             lock, keeper = self._lock, self._keeper
             self._lock = self._keeper = None
@@ -120,7 +149,23 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
             raise RuntimeError("release unlocked lock")
         if keeper is not None:
             keeper.stop()
-        lock.finish()
+        # Released already: by the user through the object `with` gave (nothing to do), or by
+        # auto-extension because it was lost (the loss rule still reports it).
+        if not lock.released or lock.lost.is_set():
+            lock.finish()
+
+    def extend(self, additional_time: Any, replace_ttl: bool = False) -> bool:
+        """As redis-py's ``Lock.extend``: adds ``additional_time`` seconds to the time left
+        (``replace_ttl=True``: sets the ttl to it), on a quorum. Raises ``RuntimeError`` when
+        not held, ``LockLostError`` when the lock was lost. Returns True."""
+        self._lock_held().extend(_extended_ttl(self._lock, additional_time, replace_ttl))
+        return True
+
+    def _lock_held(self) -> _native.Lock:
+        lock = self._lock
+        if lock is None or lock.released:
+            raise RuntimeError("cannot extend an unlocked lock")
+        return lock
 
     def locked(self) -> bool:
         """True if this object holds the lock, or a quorum of nodes hold a key of one of its
@@ -139,6 +184,8 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
+        if self._lock is None:
+            return  # released inside the block: nothing left to do
         try:
             self.release()
         except LockLostError:
@@ -149,12 +196,17 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
 class LockManager(_native.LockManager):
     """Takes Redlock locks over N independent Redis masters (blocking API).
 
-    ``LockManager(nodes, *, retry_count=10, retry_delay=0.2, retry_jitter=0.1,
+    ``LockManager(nodes=None, *, retry_count=10, retry_delay=0.2, retry_jitter=0.1,
     drift_factor=0.01, drift_constant=0.002, node_timeout=0.05, connect_timeout=1.0,
     max_ttl=60.0, restart_quarantine=True, key_prefix="", min_validity=0.0,
     max_extensions=None, extension_threshold=None)`` — durations in float seconds or
-    ``datetime.timedelta``. The constructor connects to every node at once (a node that is down
-    does not stop it). Thread-safe; safe to use after ``os.fork()`` (the child reconnects).
+    ``datetime.timedelta``. ``nodes``: a list of URLs, of mappings with redis-py's keywords
+    (``host``, ``port``, ``username``, ``password``, ``db``, ``ssl``, ``unix_socket_path``) or of
+    ``redis.Redis`` clients (their settings are read; ironlock keeps its own connections), or
+    one comma-separated str; None: ``IRONLOCK_NODES``, then ``REDIS_URL``. The constructor
+    connects to every node at once and returns once a quorum is connected (a node that is down
+    or unresolvable is a failing voter, not a start-up failure). Thread-safe; safe to use after
+    ``os.fork()`` (the child reconnects).
     """
 
     def lock(
