@@ -313,6 +313,64 @@ ironlock_status ironlock_config_set_extension_threshold_ms(struct ironlock_confi
                                                            uint64_t extension_threshold_ms);
 
 /**
+ * Trusts only this CA (PEM text, copied) for `rediss://` nodes instead of the system's store;
+ * verification is always on. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config; `pem` is NULL or a NUL-terminated string.
+ */
+ironlock_status ironlock_config_set_tls_ca_cert(struct ironlock_config *config, const char *pem);
+
+/**
+ * As `ironlock_config_set_tls_ca_cert`, reading the PEM file at `path` now. Added after the
+ * 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config; `path` is NULL or a NUL-terminated string.
+ */
+ironlock_status ironlock_config_set_tls_ca_cert_file(struct ironlock_config *config,
+                                                     const char *path);
+
+/**
+ * The client certificate (PEM text with its chain, copied) for mutual TLS (servers with
+ * `tls-auth-clients yes`); give its key too. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config; `pem` is NULL or a NUL-terminated string.
+ */
+ironlock_status ironlock_config_set_tls_client_cert(struct ironlock_config *config,
+                                                    const char *pem);
+
+/**
+ * As `ironlock_config_set_tls_client_cert`, reading the PEM file at `path` now. Added after
+ * the 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config; `path` is NULL or a NUL-terminated string.
+ */
+ironlock_status ironlock_config_set_tls_client_cert_file(struct ironlock_config *config,
+                                                         const char *path);
+
+/**
+ * The private key (PEM text, copied; never shown in errors) of the client certificate. Added
+ * after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config; `pem` is NULL or a NUL-terminated string.
+ */
+ironlock_status ironlock_config_set_tls_client_key(struct ironlock_config *config, const char *pem);
+
+/**
+ * As `ironlock_config_set_tls_client_key`, reading the PEM file at `path` now. Added after the
+ * 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config; `path` is NULL or a NUL-terminated string.
+ */
+ironlock_status ironlock_config_set_tls_client_key_file(struct ironlock_config *config,
+                                                        const char *path);
+
+/**
  * The name of a status, e.g. `"CONTENDED"` for `IRONLOCK_CONTENDED` (`"OK"` for
  * `IRONLOCK_OK`, `"UNKNOWN"` for a number this library does not know).
  *

@@ -264,3 +264,129 @@ pub unsafe extern "C" fn ironlock_config_set_extension_threshold_ms(
         })
     }
 }
+
+/// Which TLS material a setter sets.
+#[derive(Clone, Copy)]
+enum Pem {
+    Ca,
+    ClientCert,
+    ClientKey,
+}
+
+/// Records PEM material given as text (`from_file` false) or as a file path read now.
+///
+/// # Safety
+/// `config` is NULL or a live config; `arg` is NULL or a NUL-terminated string.
+unsafe fn set_pem(
+    config: *mut ironlock_config,
+    arg: *const c_char,
+    name: &'static str,
+    which: Pem,
+    from_file: bool,
+) -> ironlock_status {
+    call(|| {
+        // SAFETY: forwarded caller contract.
+        let config = unsafe { arg_mut(config, "config") }?;
+        let text = unsafe { arg_str(arg, name) }?;
+        let pem = if from_file {
+            std::fs::read(text).map_err(|e| {
+                ironlock::Error::new(
+                    ironlock::ErrorKind::InvalidArgument,
+                    format!("{name}: cannot read {:?}: {e}", ironlock::cut(text)),
+                )
+            })?
+        } else {
+            text.as_bytes().to_vec()
+        };
+        config.edits.push(Box::new(move |c| match which {
+            Pem::Ca => c.tls_ca_cert(Some(pem.clone())),
+            Pem::ClientCert => c.tls_client_cert(Some(pem.clone())),
+            Pem::ClientKey => c.tls_client_key(Some(pem.clone())),
+        }));
+        Ok(())
+    })
+}
+
+/// Trusts only this CA (PEM text, copied) for `rediss://` nodes instead of the system's store;
+/// verification is always on. Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config; `pem` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_tls_ca_cert(
+    config: *mut ironlock_config,
+    pem: *const c_char,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe { set_pem(config, pem, "pem", Pem::Ca, false) }
+}
+
+/// As `ironlock_config_set_tls_ca_cert`, reading the PEM file at `path` now. Added after the
+/// 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config; `path` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_tls_ca_cert_file(
+    config: *mut ironlock_config,
+    path: *const c_char,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe { set_pem(config, path, "path", Pem::Ca, true) }
+}
+
+/// The client certificate (PEM text with its chain, copied) for mutual TLS (servers with
+/// `tls-auth-clients yes`); give its key too. Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config; `pem` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_tls_client_cert(
+    config: *mut ironlock_config,
+    pem: *const c_char,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe { set_pem(config, pem, "pem", Pem::ClientCert, false) }
+}
+
+/// As `ironlock_config_set_tls_client_cert`, reading the PEM file at `path` now. Added after
+/// the 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config; `path` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_tls_client_cert_file(
+    config: *mut ironlock_config,
+    path: *const c_char,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe { set_pem(config, path, "path", Pem::ClientCert, true) }
+}
+
+/// The private key (PEM text, copied; never shown in errors) of the client certificate. Added
+/// after the 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config; `pem` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_tls_client_key(
+    config: *mut ironlock_config,
+    pem: *const c_char,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe { set_pem(config, pem, "pem", Pem::ClientKey, false) }
+}
+
+/// As `ironlock_config_set_tls_client_key`, reading the PEM file at `path` now. Added after the
+/// 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config; `path` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_tls_client_key_file(
+    config: *mut ironlock_config,
+    path: *const c_char,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe { set_pem(config, path, "path", Pem::ClientKey, true) }
+}

@@ -26,7 +26,9 @@ static int read_line(FILE *f, char *buf, size_t len) {
     return 0;
 }
 
-int harness_start(harness *h, int nodes) {
+int harness_start(harness *h, int nodes) { return harness_start_with(h, nodes, NULL); }
+
+int harness_start_with(harness *h, int nodes, const char *const *extra) {
     int in[2], out[2];
     memset(h, 0, sizeof *h);
     if (nodes < 1 || nodes > HARNESS_MAX_NODES) return -1;
@@ -41,7 +43,14 @@ int harness_start(harness *h, int nodes) {
         dup2(in[0], 0);
         dup2(out[1], 1);
         close(in[0]); close(in[1]); close(out[0]); close(out[1]);
-        execl(path, path, "--nodes", count, (char *)NULL);
+        const char *argv[64] = {path, "--nodes", count};
+        int argc = 3;
+        if (extra) {
+            argv[argc++] = "--";
+            for (int i = 0; extra[i] && argc < 63; i++) argv[argc++] = extra[i];
+        }
+        argv[argc] = NULL;
+        execv(path, (char *const *)argv);
         fprintf(stderr, "harness: cannot exec %s\n", path);
         _exit(127);
     }

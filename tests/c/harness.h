@@ -21,6 +21,8 @@ typedef struct {
 
 /* Starts `nodes` fresh nodes; 0 on success, -1 with a message on stderr. */
 int harness_start(harness *h, int nodes);
+/* The same, each node started with the extra redis-server arguments `extra` (NULL-terminated). */
+int harness_start_with(harness *h, int nodes, const char *const *extra);
 /* Sends one command line; copies the one-line answer (without newline) to reply. 0 on success. */
 int harness_send(harness *h, const char *command, char *reply, size_t reply_len);
 /* Closes the harness: it kills every node and exits. */

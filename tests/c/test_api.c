@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "check.h"
 #include "harness.h"
@@ -508,6 +512,82 @@ static void test_acquire_opts(const harness *h, ironlock_manager *m) {
     ironlock_acquire_opts_free(o);
 }
 
+/* A loopback port nobody listens on right now. */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
+        port = ntohs(a.sin_port);
+    }
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+/* Mutual TLS: CA, client certificate and key from files and as PEM text (added after 0.1.0). */
+static void test_mutual_tls(void) {
+    char dir[128], cmd[512], path[192];
+    snprintf(dir, sizeof dir, "/tmp/ironlock-c-pki-%ld", (long)getpid());
+    snprintf(cmd, sizeof cmd, "'%s' --pki '%s' >/dev/null", harness_path(), dir);
+    CHECK(system(cmd) == 0);
+    char ca[192], cert[192], key[192], server_cert[192], server_key[192], port[16];
+    snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+    snprintf(cert, sizeof cert, "%s/client.pem", dir);
+    snprintf(key, sizeof key, "%s/client.key", dir);
+    snprintf(server_cert, sizeof server_cert, "%s/server.pem", dir);
+    snprintf(server_key, sizeof server_key, "%s/server.key", dir);
+    snprintf(port, sizeof port, "%d", free_port());
+    const char *extra[] = {"--tls-port", port, "--tls-cert-file", server_cert, "--tls-key-file", server_key,
+                           "--tls-ca-cert-file", ca, "--tls-auth-clients", "yes", NULL};
+    harness tls;
+    if (harness_start_with(&tls, 1, extra) != 0) { CHECK(!"TLS node started"); return; }
+    char url[64];
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%s", port);
+    for (int with_cert = 0; with_cert < 2; with_cert++) {
+        ironlock_config *cfg = ironlock_config_new();
+        CHECK(ironlock_config_add_node(cfg, url) == IRONLOCK_OK);
+        CHECK(ironlock_config_set_restart_quarantine(cfg, false) == IRONLOCK_OK);
+        CHECK(ironlock_config_set_retry_count(cfg, 0) == IRONLOCK_OK);
+        CHECK(ironlock_config_set_connect_timeout_ms(cfg, 5000) == IRONLOCK_OK);
+        CHECK(ironlock_config_set_tls_ca_cert_file(cfg, ca) == IRONLOCK_OK);
+        if (with_cert) {
+            /* The certificate as a file, the key as PEM text. */
+            CHECK(ironlock_config_set_tls_client_cert_file(cfg, cert) == IRONLOCK_OK);
+            char pem[8192] = {0};
+            FILE *f = fopen(key, "r");
+            if (f) { size_t n = fread(pem, 1, sizeof pem - 1, f); pem[n] = '\0'; fclose(f); }
+            CHECK(ironlock_config_set_tls_client_key(cfg, pem) == IRONLOCK_OK);
+        }
+        ironlock_manager *m = NULL;
+        CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_OK, NULL);
+        ironlock_config_free(cfg);
+        if (!m) continue;
+        const char *res[] = {"c-test:mtls"};
+        ironlock_lock *lock = NULL;
+        if (with_cert) {
+            CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &lock), IRONLOCK_OK, NULL);
+            if (lock) { CHECK(ironlock_lock_finish(lock) == IRONLOCK_OK); ironlock_lock_free(lock); }
+        } else {
+            CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &lock), IRONLOCK_UNAVAILABLE,
+                         "requires a client certificate: set tls_client_cert and tls_client_key");
+        }
+        ironlock_manager_free(m);
+    }
+    /* An unreadable file names the argument and the path; NULL is refused. */
+    ironlock_config *cfg = ironlock_config_new();
+    snprintf(path, sizeof path, "%s/missing.pem", dir);
+    CHECK_STATUS(ironlock_config_set_tls_ca_cert_file(cfg, path), IRONLOCK_INVALID_ARGUMENT, "path: cannot read");
+    CHECK_STATUS(ironlock_config_set_tls_client_key(cfg, NULL), IRONLOCK_INVALID_ARGUMENT, "pem");
+    ironlock_config_free(cfg);
+    harness_stop(&tls);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     harness h;
     test_static_parts();
@@ -530,6 +610,7 @@ int main(void) {
     test_lock_outlives_manager(&h);
     test_redaction(&h);
     test_bad_node_among_good(&h);
+    test_mutual_tls();
     harness_stop(&h);
     printf("test_api: %d checks passed, %d failed\n", check_passes, check_failures);
     return check_failures == 0 ? 0 : 1;

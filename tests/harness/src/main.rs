@@ -2,7 +2,10 @@
 //!
 //! ```text
 //! ironlock-harness [--nodes N] [-- EXTRA REDIS-SERVER ARGS...]
+//! ironlock-harness --pki DIR
 //! ```
+//! `--pki DIR` writes a throw-away PKI for TLS tests into DIR (`make_test_pki`: ca.pem,
+//! server.pem/key, client.pem/key, other-ca.pem), prints `ok` and exits.
 //! Prints one JSON line `{"ports":[...],"urls":[...],"pids":[...]}` once every node answers
 //! PING, then reads commands from stdin, one per line, answering each with one line:
 //! `kill I`, `start I`, `restart I`, `pause I`, `resume I`, `pids`, `quit`, and
@@ -34,6 +37,14 @@ fn main() {
                 Some(v) if v > 0 && v <= 16 => n = v,
                 _ => usage("--nodes needs a number from 1 to 16"),
             },
+            "--pki" => {
+                let Some(dir) = args.next() else {
+                    usage("--pki needs a folder");
+                };
+                ironlock_harness::make_test_pki(std::path::Path::new(&dir));
+                println!("ok");
+                return;
+            }
             "--" => extra.extend(args.by_ref()),
             "-h" | "--help" => {
                 println!("usage: ironlock-harness [--nodes N] [-- EXTRA REDIS-SERVER ARGS...]");
