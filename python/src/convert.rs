@@ -102,41 +102,122 @@ pub(crate) fn config(
     nodes: Option<&Bound<'_, PyAny>>,
     settings: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Config> {
-    let mut c = Config::new(node_list(py, nodes)?);
-    let Some(settings) = settings else {
-        return Ok(c);
-    };
-    for (key, v) in settings.iter() {
-        let key: String = key.extract()?;
-        let k = key.as_str();
-        let Some(row) = ironlock::SETTINGS.iter().find(|s| s.name == k) else {
-            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "unexpected keyword argument {:?} (settings are: {})",
-                ironlock::cut(k),
-                setting_names().join(", ")
-            )));
-        };
-        let value = match row.kind {
-            SettingKind::Count => SettingValue::Count(count(k, &v)?.into()),
-            SettingKind::OptionalCount if v.is_none() => SettingValue::Unset,
-            SettingKind::OptionalCount => SettingValue::Count(count(k, &v)?.into()),
-            SettingKind::Duration => SettingValue::Duration(duration(k, &v)?),
-            SettingKind::OptionalDuration if v.is_none() => SettingValue::Unset,
-            SettingKind::OptionalDuration => SettingValue::Duration(duration(k, &v)?),
-            SettingKind::Fraction => {
-                if v.is_instance_of::<PyBool>()
-                    || !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>())
-                {
-                    return Err(error::wrong_type(k, "a float", &v));
-                }
-                SettingValue::Fraction(v.extract()?)
+    let (urls, mut tls) = node_list(py, nodes)?;
+    let mut c = Config::new(urls);
+    if let Some(settings) = settings {
+        for (key, v) in settings.iter() {
+            let key: String = key.extract()?;
+            if let Some(slot) = tls.slot(&key) {
+                let given = text(&key, &v)?;
+                tls.set(py, slot, &key, given)?;
+                continue;
             }
-            SettingKind::Flag => SettingValue::Flag(boolean(k, &v)?),
-            SettingKind::Text => SettingValue::Text(text(k, &v)?),
-        };
-        c = c.set(k, value).map_err(|e| error::to_pyerr(v.py(), e))?;
+            c = setting(c, &key, &v)?;
+        }
     }
-    Ok(c)
+    tls.apply(py, c)
+}
+
+/// One keyword setting, converted by its kind in the core's table and applied by name.
+fn setting(c: Config, k: &str, v: &Bound<'_, PyAny>) -> PyResult<Config> {
+    let Some(row) = ironlock::SETTINGS.iter().find(|s| s.name == k) else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "unexpected keyword argument {:?} (settings are: {}, {})",
+            ironlock::cut(k),
+            setting_names().join(", "),
+            TLS_NAMES.join(", ")
+        )));
+    };
+    let value = match row.kind {
+        SettingKind::Count => SettingValue::Count(count(k, v)?.into()),
+        SettingKind::OptionalCount if v.is_none() => SettingValue::Unset,
+        SettingKind::OptionalCount => SettingValue::Count(count(k, v)?.into()),
+        SettingKind::Duration => SettingValue::Duration(duration(k, v)?),
+        SettingKind::OptionalDuration if v.is_none() => SettingValue::Unset,
+        SettingKind::OptionalDuration => SettingValue::Duration(duration(k, v)?),
+        SettingKind::Fraction => {
+            if v.is_instance_of::<PyBool>()
+                || !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>())
+            {
+                return Err(error::wrong_type(k, "a float", v));
+            }
+            SettingValue::Fraction(v.extract()?)
+        }
+        SettingKind::Flag => SettingValue::Flag(boolean(k, v)?),
+        SettingKind::Text => SettingValue::Text(text(k, v)?),
+    };
+    c.set(k, value).map_err(|e| error::to_pyerr(v.py(), e))
+}
+
+/// The TLS material, redis-py's names: `ssl_ca_certs` (CA file), `ssl_ca_data` (CA PEM text),
+/// `ssl_certfile` and `ssl_keyfile` (client certificate and key files, mutual TLS). Given as
+/// manager keywords, or carried by node mappings and redis-py clients, where every node that
+/// gives one must give the same (ironlock uses one TLS setup per manager).
+#[derive(Default)]
+struct Tls {
+    given: [Option<(String, String)>; 4],
+}
+
+const TLS_NAMES: [&str; 4] = ["ssl_ca_certs", "ssl_ca_data", "ssl_certfile", "ssl_keyfile"];
+
+impl Tls {
+    fn slot(&self, key: &str) -> Option<usize> {
+        TLS_NAMES.iter().position(|n| *n == key)
+    }
+
+    /// Records `value` for TLS_NAMES[slot]; `source` names where it came from for errors.
+    fn set(&mut self, py: Python<'_>, slot: usize, source: &str, value: String) -> PyResult<()> {
+        match &self.given[slot] {
+            Some((first, v)) if *v != value => Err(error::invalid(
+                py,
+                format!(
+                    "{source}: {} differs from {first}'s (one TLS setup per manager)",
+                    TLS_NAMES[slot]
+                ),
+            )),
+            Some(_) => Ok(()),
+            None => {
+                self.given[slot] = Some((source.to_owned(), value));
+                Ok(())
+            }
+        }
+    }
+
+    fn apply(self, py: Python<'_>, mut c: Config) -> PyResult<Config> {
+        let read = |slot: usize| -> PyResult<Option<Vec<u8>>> {
+            self.given[slot]
+                .as_ref()
+                .map(|(source, path)| {
+                    std::fs::read(path).map_err(|e| {
+                        error::invalid(
+                            py,
+                            format!("{source}: cannot read {:?}: {e}", ironlock::cut(path)),
+                        )
+                    })
+                })
+                .transpose()
+        };
+        let ca = match (&self.given[1], read(0)?) {
+            (Some((source, _)), Some(_)) => {
+                return Err(error::invalid(
+                    py,
+                    format!("{source}: give ssl_ca_certs or ssl_ca_data, not both"),
+                ));
+            }
+            (Some((_, pem)), None) => Some(pem.as_bytes().to_vec()),
+            (None, file) => file,
+        };
+        if ca.is_some() {
+            c = c.tls_ca_cert(ca);
+        }
+        if let Some(cert) = read(2)? {
+            c = c.tls_client_cert(Some(cert));
+        }
+        if let Some(key) = read(3)? {
+            c = c.tls_client_key(Some(key));
+        }
+        Ok(c)
+    }
 }
 
 /// Every keyword setting, in SPEC §4 order (the core's table).
@@ -148,13 +229,15 @@ pub(crate) fn setting_names() -> Vec<&'static str> {
 /// names, or `redis.Redis` / `redis.asyncio.Redis` clients (their connection settings are read;
 /// ironlock keeps its own connections); one comma-separated string; nothing (None) for
 /// `IRONLOCK_NODES`, then `REDIS_URL`.
-fn node_list(py: Python<'_>, nodes: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+fn node_list(py: Python<'_>, nodes: Option<&Bound<'_, PyAny>>) -> PyResult<(Vec<String>, Tls)> {
+    let mut tls = Tls::default();
     let Some(nodes) = nodes.filter(|n| !n.is_none()) else {
-        return from_env(py);
+        return Ok((from_env(py)?, tls));
     };
     if nodes.is_instance_of::<PyString>() {
         let text = text("nodes", nodes)?;
-        return ironlock::split_node_list("nodes", &text).map_err(|e| error::to_pyerr(py, e));
+        let urls = ironlock::split_node_list("nodes", &text).map_err(|e| error::to_pyerr(py, e))?;
+        return Ok((urls, tls));
     }
     if !(nodes.is_instance_of::<PyList>() || nodes.is_instance_of::<PyTuple>()) {
         return Err(error::wrong_type(
@@ -163,11 +246,11 @@ fn node_list(py: Python<'_>, nodes: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<S
             nodes,
         ));
     }
-    nodes
-        .try_iter()?
-        .enumerate()
-        .map(|(i, item)| node(&format!("nodes[{i}]"), &item?))
-        .collect()
+    let mut urls = Vec::new();
+    for (i, item) in nodes.try_iter()?.enumerate() {
+        urls.push(node(&format!("nodes[{i}]"), &item?, &mut tls)?);
+    }
+    Ok((urls, tls))
 }
 
 fn from_env(py: Python<'_>) -> PyResult<Vec<String>> {
@@ -182,7 +265,7 @@ fn from_env(py: Python<'_>) -> PyResult<Vec<String>> {
 }
 
 /// One node: a URL, a mapping, or a redis-py client.
-fn node(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
+fn node(name: &str, v: &Bound<'_, PyAny>, tls: &mut Tls) -> PyResult<String> {
     if v.is_instance_of::<PyString>() {
         return text(name, v);
     }
@@ -232,6 +315,11 @@ fn node(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
         Some(d) => Some(i64::from(count(&format!("{name}.db"), &d)?)),
         None => None,
     };
+    for (slot, key) in TLS_NAMES.iter().enumerate() {
+        if let Some(value) = opt_text(key)? {
+            tls.set(py, slot, name, value)?;
+        }
+    }
     let parts = ironlock::NodeParts {
         host: opt_text("host")?,
         port,

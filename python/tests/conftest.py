@@ -20,9 +20,10 @@ HARNESS = os.environ.get("IRONLOCK_HARNESS", str(REPO / "target" / "debug" / "ir
 class Cluster:
     """N fresh redis-server nodes on loopback; killed when the harness's stdin closes."""
 
-    def __init__(self, nodes: int) -> None:
+    def __init__(self, nodes: int, extra: List[str] = []) -> None:
+        args = ["--", *extra] if extra else []
         self.proc = subprocess.Popen(
-            [HARNESS, "--nodes", str(nodes)],
+            [HARNESS, "--nodes", str(nodes), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -178,3 +178,46 @@ def test_async_constructor_never_blocks_the_loop(cluster3: Cluster, silent_node:
 
     stall = asyncio.run(main())
     assert stall < 0.05, f"the event loop stalled for {stall * 1000:.0f} ms"
+
+
+def test_mutual_tls_with_redis_py_names(tmp_path: Any, name: str) -> None:
+    import os
+    import subprocess
+
+    from conftest import HARNESS
+
+    pki = tmp_path / "pki"
+    subprocess.run([HARNESS, "--pki", str(pki)], check=True, capture_output=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tls = [
+        "--tls-port", str(port), "--tls-cert-file", str(pki / "server.pem"),
+        "--tls-key-file", str(pki / "server.key"), "--tls-ca-cert-file", str(pki / "ca.pem"),
+        "--tls-auth-clients", "yes",
+    ]
+    c = Cluster(1, extra=tls)
+    try:
+        url = f"rediss://127.0.0.1:{port}"
+        # Without a client certificate: the reason and what to set, in the one-line message.
+        m = ironlock.LockManager([url], ssl_ca_certs=str(pki / "ca.pem"), retry_count=0, **FAST)
+        with pytest.raises(ironlock.QuorumUnavailableError, match="requires a client certificate"):
+            m.acquire(name, 2.0)
+        m.close()
+        # Manager keywords (redis-py's names): granted over mutual TLS.
+        m = ironlock.LockManager(
+            [url], ssl_ca_certs=str(pki / "ca.pem"), ssl_certfile=str(pki / "client.pem"),
+            ssl_keyfile=str(pki / "client.key"), **FAST,
+        )
+        m.acquire(name, 2.0, fencing=True).release()
+        assert "PRIVATE" not in repr(m)
+        # The same from a mapping, with the CA as PEM text.
+        node = {"host": "127.0.0.1", "port": port, "ssl": True,
+                "ssl_certfile": str(pki / "client.pem"), "ssl_keyfile": str(pki / "client.key")}
+        ca_pem = (pki / "ca.pem").read_text()
+        ironlock.LockManager([node], ssl_ca_data=ca_pem, **FAST).acquire(name, 2.0).release()
+        with pytest.raises(ironlock.InvalidArgumentError, match="ssl_keyfile: cannot read"):
+            ironlock.LockManager([url], ssl_keyfile=os.fspath(pki / "missing.key"),
+                                 ssl_certfile=str(pki / "client.pem"))
+    finally:
+        c.close()

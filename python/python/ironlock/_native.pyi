@@ -61,6 +61,10 @@ class LockManager(ManagerBase):
         min_validity: _Seconds = ...,
         max_extensions: Optional[int] = ...,
         extension_threshold: Optional[_Seconds] = ...,
+        ssl_ca_certs: Optional[str] = ...,
+        ssl_ca_data: Optional[str] = ...,
+        ssl_certfile: Optional[str] = ...,
+        ssl_keyfile: Optional[str] = ...,
     ) -> LockManager: ...
     def acquire(
         self,
@@ -92,6 +96,10 @@ class AsyncLockManager(ManagerBase):
         min_validity: _Seconds = ...,
         max_extensions: Optional[int] = ...,
         extension_threshold: Optional[_Seconds] = ...,
+        ssl_ca_certs: Optional[str] = ...,
+        ssl_ca_data: Optional[str] = ...,
+        ssl_certfile: Optional[str] = ...,
+        ssl_keyfile: Optional[str] = ...,
     ) -> AsyncLockManager: ...
     def acquire(
         self,
