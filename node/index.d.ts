@@ -193,6 +193,10 @@ export interface Settings {
   extensionThreshold?: number
   /** Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots. */
   tlsCaCert?: string
+  /** Client certificate (PEM) for mutual TLS. */
+  tlsClientCert?: string
+  /** Private key (PEM) of the client certificate. */
+  tlsClientKey?: string
 }
 
 /** The URLs of a comma-separated list given as argument `what`. */

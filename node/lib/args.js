@@ -87,6 +87,8 @@ const SETTINGS = {
   maxExtensions: count,
   extensionThreshold: number,
   tlsCaCert: pem,
+  tlsClientCert: pem,
+  tlsClientKey: pem,
 }
 
 // node-redlock's names for the same settings.
@@ -97,6 +99,17 @@ function settings(v, name = 'settings') {
   const out = {}
   for (const [key, value] of Object.entries(plainObject(name, v))) {
     const setting = ALIASES[key] ?? key
+    if (setting === 'tls') {
+      // node:tls / ioredis names: { ca, cert, key } (PEM strings or Buffers).
+      const tls = plainObject(`${name}.tls`, value)
+      for (const [k, target] of [['ca', 'tlsCaCert'], ['cert', 'tlsClientCert'], ['key', 'tlsClientKey']]) {
+        if (tls[k] !== undefined) out[target] = pem(`${name}.tls.${k}`, tls[k])
+      }
+      if (tls.rejectUnauthorized === false) {
+        throw invalid(`${name}.tls.rejectUnauthorized: ironlock never turns certificate verification off`)
+      }
+      continue
+    }
     const check = SETTINGS[setting]
     if (!check) throw invalid(`${name}.${cut(key)}: unknown setting`)
     if (value === undefined) continue

@@ -21,7 +21,8 @@ export interface NodeReport {
 }
 
 /** Manager settings (SPEC §4) in camelCase; durations in integer milliseconds. */
-export interface Settings extends Omit<NativeSettings, 'maxExtensions' | 'tlsCaCert'> {
+export interface Settings
+  extends Omit<NativeSettings, 'maxExtensions' | 'tlsCaCert' | 'tlsClientCert' | 'tlsClientKey'> {
   /** Further rounds after the first (0 = try once, -1 = retry until acquired). Default 10. */
   retryCount?: number
   /** How often one lock may be extended; `null` or absent = unlimited. */
@@ -30,6 +31,12 @@ export interface Settings extends Omit<NativeSettings, 'maxExtensions' | 'tlsCaC
   automaticExtensionThreshold?: number
   /** Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots. */
   tlsCaCert?: string | Uint8Array
+  /** Client certificate (PEM) for mutual TLS (servers with `tls-auth-clients yes`). */
+  tlsClientCert?: string | Uint8Array
+  /** Private key (PEM) of `tlsClientCert`. */
+  tlsClientKey?: string | Uint8Array
+  /** node:tls / ioredis names for the same: `{ ca, cert, key }` (strings or Buffers). */
+  tls?: { ca?: string | Uint8Array; cert?: string | Uint8Array; key?: string | Uint8Array }
 }
 
 /** ioredis-style options of one node (`tls` true or `{ ca }`; verification is never off). */

@@ -83,10 +83,14 @@ function acquire(manager, n, resources, durationMs, options, signal) {
 class LockManager extends EventEmitter {
   constructor(nodes, settings) {
     super()
-    const { urls, nodes: given, tlsCaCert, keyPrefix } = resolveNodes(nodes)
+    const { urls, nodes: given, tlsCaCert, tlsClientCert, tlsClientKey, keyPrefix } = resolveNodes(nodes)
     const s = args.settings(settings)
     // Settings the client objects agree on, unless given explicitly.
     if (tlsCaCert !== undefined && s.tlsCaCert === undefined) s.tlsCaCert = tlsCaCert
+    if (tlsClientCert !== undefined && s.tlsClientCert === undefined) {
+      s.tlsClientCert = tlsClientCert
+      s.tlsClientKey = tlsClientKey
+    }
     if (keyPrefix !== undefined && s.keyPrefix === undefined) s.keyPrefix = keyPrefix
     const n = internal.open(urls, s)
     Object.defineProperty(this, kNative, { value: n })

@@ -35,17 +35,19 @@ function tlsOf(what, tls) {
   if (tls.rejectUnauthorized === false) {
     throw invalid(`${what}.rejectUnauthorized: ironlock never turns certificate verification off`)
   }
-  for (const key of ['cert', 'key', 'pfx', 'passphrase']) {
+  for (const key of ['pfx', 'passphrase']) {
     if (tls[key] !== undefined) {
-      throw invalid(`${what}.${key}: client certificates (mutual TLS) are not supported yet`)
+      throw invalid(`${what}.${key}: give the client certificate and key as PEM (cert, key)`)
     }
   }
-  let ca
-  if (tls.ca !== undefined) {
-    const list = Array.isArray(tls.ca) ? tls.ca : [tls.ca]
-    ca = list.map((c) => (typeof c === 'string' ? c : Buffer.from(c).toString('utf8'))).join('\n')
+  const text = (v) =>
+    v === undefined
+      ? undefined
+      : (Array.isArray(v) ? v : [v]).map((c) => (typeof c === 'string' ? c : Buffer.from(c).toString('utf8'))).join('\n')
+  if ((tls.cert === undefined) !== (tls.key === undefined)) {
+    throw invalid(`${what}: a client certificate (cert) needs its key (key), and the key its certificate`)
   }
-  return { on: true, ca }
+  return { on: true, ca: text(tls.ca), cert: text(tls.cert), key: text(tls.key) }
 }
 
 /** A node given as an object: its URL, and the settings it implies (CA, key prefix). */
@@ -86,7 +88,7 @@ function objectNode(what, o) {
   if (parts.db !== undefined) parts.db = Number(parts.db)
   const url = call(() => native.nodeUrl(what, parts))
   const keyPrefix = typeof opts.keyPrefix === 'string' && opts.keyPrefix !== '' ? opts.keyPrefix : undefined
-  return { url, ca: tls.ca, keyPrefix }
+  return { url, ca: tls.ca, cert: tls.cert, key: tls.key, keyPrefix }
 }
 
 /**
@@ -113,6 +115,7 @@ function resolveNodes(given) {
   const urls = []
   const nodes = []
   const cas = new Set()
+  const identities = new Set()
   const prefixes = new Set()
   list.forEach((v, i) => {
     const what = `nodes[${i}]`
@@ -131,6 +134,7 @@ function resolveNodes(given) {
     urls.push(node.url)
     nodes.push(v)
     if (node.ca !== undefined) cas.add(node.ca)
+    if (node.cert !== undefined) identities.add(JSON.stringify([node.cert, node.key]))
     prefixes.add(node.keyPrefix)
   })
   if (cas.size > 1) {
@@ -141,7 +145,11 @@ function resolveNodes(given) {
       `nodes: the clients use different key prefixes (${cut([...prefixes].map(String).join(', '))}); set settings.keyPrefix instead`,
     )
   }
-  return { urls, nodes, tlsCaCert: [...cas][0], keyPrefix: [...prefixes][0] }
+  if (identities.size > 1) {
+    throw invalid('nodes: the clients present different client certificates; ironlock uses one per manager (settings.tls)')
+  }
+  const [cert, key] = identities.size ? JSON.parse([...identities][0]) : []
+  return { urls, nodes, tlsCaCert: [...cas][0], tlsClientCert: cert, tlsClientKey: key, keyPrefix: [...prefixes][0] }
 }
 
 module.exports = { resolveNodes }

@@ -61,7 +61,7 @@ pub fn in_node_words(e: Error, ttl_name: &str) -> Error {
 }
 
 /// Core setting names and their Node spellings.
-const SETTINGS: [(&str, &str); 14] = [
+const SETTINGS: [(&str, &str); 16] = [
     ("retry_count", "retryCount"),
     ("retry_delay", "retryDelay"),
     ("retry_jitter", "retryJitter"),
@@ -76,6 +76,8 @@ const SETTINGS: [(&str, &str); 14] = [
     ("max_extensions", "maxExtensions"),
     ("extension_threshold", "extensionThreshold"),
     ("tls_ca_cert", "tlsCaCert"),
+    ("tls_client_cert", "tlsClientCert"),
+    ("tls_client_key", "tlsClientKey"),
 ];
 
 fn node_words(message: &str, ttl_name: &str) -> String {

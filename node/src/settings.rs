@@ -41,6 +41,10 @@ pub struct Settings {
     pub extension_threshold: Option<f64>,
     /// Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots.
     pub tls_ca_cert: Option<String>,
+    /// Client certificate (PEM) for mutual TLS.
+    pub tls_client_cert: Option<String>,
+    /// Private key (PEM) of the client certificate.
+    pub tls_client_key: Option<String>,
 }
 
 /// Options of one acquire.
@@ -144,6 +148,9 @@ impl Settings {
         if let Some(pem) = self.tls_ca_cert {
             c = c.tls_ca_cert(Some(pem.into_bytes()));
         }
+        c = c
+            .tls_client_cert(self.tls_client_cert.map(String::into_bytes))
+            .tls_client_key(self.tls_client_key.map(String::into_bytes));
         Ok(c)
     }
 }

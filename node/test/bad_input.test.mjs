@@ -50,7 +50,7 @@ describe('bad input', () => {
       [[{ db: -1 }], 'nodes[0].db'],
       [[{ password: 5 }], 'nodes[0].password'],
       [[{ tls: { rejectUnauthorized: false } }], 'nodes[0].tls.rejectUnauthorized'],
-      [[{ tls: { cert: 'x', key: 'y' } }], 'nodes[0].tls.cert'],
+      [[{ tls: { cert: 'x' } }], 'nodes[0].tls: a client certificate (cert) needs its key'],
       [[{ options: { startupNodes: [] }, isCluster: true, sendCommand() {} }], 'nodes[0]: a Redis Cluster client'],
       [[{ sentinels: [{ host: 'h' }], name: 'm' }], 'nodes[0]: a Sentinel client'],
       [[42], 'nodes[0]'],

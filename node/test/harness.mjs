@@ -102,9 +102,10 @@ export class Cluster {
   }
 }
 
-/** Starts `n` fresh nodes. */
-export async function startCluster(n) {
-  const child = spawn(HARNESS, ['--nodes', String(n)], { stdio: ['pipe', 'pipe', 'inherit'] })
+/** Starts `n` fresh nodes, each with the extra redis-server arguments `extra`. */
+export async function startCluster(n, extra = []) {
+  const args = ['--nodes', String(n), ...(extra.length ? ['--', ...extra] : [])]
+  const child = spawn(HARNESS, args, { stdio: ['pipe', 'pipe', 'inherit'] })
   const spawned = new Promise((resolve, reject) => {
     child.once('spawn', resolve)
     child.once('error', reject)
