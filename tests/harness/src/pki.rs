@@ -42,70 +42,35 @@ pub fn make_test_pki(dir: &Path) {
             ],
         );
     }
-    openssl(
+    signed(
         dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    );
-    std::fs::write(
-        dir.join("ext.cnf"),
+        "server",
+        "/CN=127.0.0.1",
         "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-        ],
     );
-    make_client_cert(dir);
+    // Extensions make it an X.509 v3 certificate (webpki refuses v1).
+    signed(
+        dir,
+        "client",
+        "/CN=ironlock client",
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
+    );
 }
 
-/// A client certificate signed by the test CA (for mutual TLS).
-fn make_client_cert(dir: &Path) {
-    // Extensions make it an X.509 v3 certificate (webpki refuses v1).
-    std::fs::write(
-        dir.join("client.cnf"),
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
-    )
-    .unwrap();
+/// `NAME.key` and `NAME.pem`: a key and a certificate for `subject` with the extensions `ext`,
+/// signed by the test CA.
+fn signed(dir: &Path, name: &str, subject: &str, ext: &str) {
+    let (key, csr, pem, cnf) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+        format!("{name}.cnf"),
+    );
+    std::fs::write(dir.join(&cnf), ext).unwrap();
     openssl(
         dir,
         &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "client.key",
-            "-out",
-            "client.csr",
-            "-subj",
-            "/CN=ironlock client",
+            "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", subject,
         ],
     );
     openssl(
@@ -114,18 +79,18 @@ fn make_client_cert(dir: &Path) {
             "x509",
             "-req",
             "-in",
-            "client.csr",
+            &csr,
             "-CA",
             "ca.pem",
             "-CAkey",
             "ca.key",
             "-CAcreateserial",
             "-out",
-            "client.pem",
+            &pem,
             "-days",
             "2",
             "-extfile",
-            "client.cnf",
+            &cnf,
         ],
     );
 }
