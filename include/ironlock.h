@@ -512,8 +512,9 @@ ironlock_status ironlock_lock_report(const struct ironlock_lock *lock);
  *
  * If the lock is lost (an extension finds its token gone, or the validity deadline passes
  * without a successful extension), `ironlock_lock_is_lost` turns true, `on_lost` (if not
- * NULL) is called ONCE with `userdata`, and then the lock is released on every node where
- * it still holds its token.
+ * NULL) is called ONCE with `userdata`, and the lock is released on every node where it still
+ * holds its token (by the library's auto-extension, the same in every language; the release
+ * may come before or after the callback).
  *
  * The callback contract: it runs on an internal runtime thread, not the caller's; it must
  * return quickly (it holds up that thread) and may only call non-blocking functions
