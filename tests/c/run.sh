@@ -116,6 +116,7 @@ for link in shared static; do
   run "corpus ($link)" "$BUILD/corpus-$link"
   run "8 threads contending ($link)" "$BUILD/test_threads-$link" 20
   run "C++17 ($link)" "$BUILD/test_cpp-$link"
+  run "C++17 RAII wrapper ironlock.hpp ($link)" "$BUILD/test_hpp-$link"
   run "ffi/examples/basic.c ($link)" "$BUILD/basic-$link" "${URLS[@]}"
 done
 run "old binary (0.1.0 header) against this library" "$BUILD/abi_v0"
@@ -136,10 +137,13 @@ vg() { # vg NAME PROGRAM ARGS...: prints valgrind's ERROR SUMMARY line (the whol
   grep -h 'ERROR SUMMARY' "$log" | tail -1
   rm -f "$log"
 }
-vg "test_api" "$BUILD/test_api-shared"
+# (test_api's mutual-TLS part is skipped here: valgrind cannot follow ring's assembly and
+# reports every TLS record as uninitialised; that part runs above and under ASan.)
+IRONLOCK_TEST_SKIP_TLS=1 vg "test_api" "$BUILD/test_api-shared"
 IRONLOCK_CORPUS_SLOW=1 vg "corpus" "$BUILD/corpus-shared"
 vg "8 threads contending" "$BUILD/test_threads-shared" 5
 vg "C++17" "$BUILD/test_cpp-shared"
+vg "C++17 RAII wrapper" "$BUILD/test_hpp-shared"
 vg "basic.c" "$BUILD/basic-static" "${URLS[@]}"
 vg "old binary (0.1.0 header)" "$BUILD/abi_v0"
 
@@ -159,11 +163,15 @@ cc -std=c11 -Wall -Wextra -Werror ffi/examples/basic.c $(pkg-config --cflags --l
 run "pkg-config build links the installed library" sh -c "ldd '$PREFIX/basic_pkgconfig' | grep -q '$PREFIX/lib/libironlock.so'"
 run "pkg-config build runs" "$PREFIX/basic_pkgconfig" "${URLS[@]}"
 cmake -S tests/c/cmake-consumer -B "$PREFIX/cmake-build" -DCMAKE_PREFIX_PATH="$PREFIX" \
-  -DEXAMPLE="$REPO/ffi/examples/basic.c" -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  -DEXAMPLE="$REPO/ffi/examples/basic.c" -DEXAMPLE_CPP="$REPO/ffi/examples/basic.cpp" \
+  -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build "$PREFIX/cmake-build" -j2 >/dev/null
 run "CMake build (ironlock::ironlock) links the installed library" sh -c "ldd '$PREFIX/cmake-build/basic_cmake_shared' | grep -q '$PREFIX/lib/libironlock.so'"
 run "CMake build (ironlock::ironlock) runs" "$PREFIX/cmake-build/basic_cmake_shared" "${URLS[@]}"
 run "CMake build (ironlock::ironlock_static) runs" "$PREFIX/cmake-build/basic_cmake_static" "${URLS[@]}"
+run "CMake C++17 build (installed ironlock.hpp) runs" "$PREFIX/cmake-build/basic_cmake_cpp" "${URLS[@]}"
+run "the C++ header compiles -Wall -Wextra -Werror -pedantic as installed" sh -c \
+  "echo '#include <ironlock.hpp>' | c++ -std=c++17 -Wall -Wextra -Werror -pedantic -fsyntax-only -I'$PREFIX/include' -x c++ -"
 
 echo quit >&"${NODES[1]}"
 wait "$NODES_PID" 2>/dev/null || true

@@ -530,6 +530,10 @@ static int free_port(void) {
 
 /* Mutual TLS: CA, client certificate and key from files and as PEM text (added after 0.1.0). */
 static void test_mutual_tls(void) {
+    /* ring's hand-written assembly (the TLS ciphers) initialises memory valgrind cannot follow, so
+       it reports uninitialised bytes in every TLS record: run.sh skips this part under valgrind
+       (it runs without valgrind and under AddressSanitizer). */
+    if (getenv("IRONLOCK_TEST_SKIP_TLS")) return;
     char dir[128], cmd[512], path[192];
     snprintf(dir, sizeof dir, "/tmp/ironlock-c-pki-%ld", (long)getpid());
     snprintf(cmd, sizeof cmd, "'%s' --pki '%s' >/dev/null", harness_path(), dir);

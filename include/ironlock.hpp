@@ -1,0 +1,279 @@
+// ironlock.hpp: a header-only C++17 wrapper over the C API of libironlock (ironlock.h).
+//
+// RAII owners for the manager and the lock (a held lock is released when its owner goes out of
+// scope), std::chrono durations, and exceptions (ironlock::error) that carry the status, the
+// message and the per-node report of the call that failed. Written by hand over the stable C
+// ABI: it only uses functions of that ABI, so a program built with it keeps working with every
+// later libironlock.so.0. Link with -lironlock (or the CMake target ironlock::ironlock).
+//
+//   ironlock::manager m(ironlock::config{}.node("redis://127.0.0.1:7001")
+//                                          .node("redis://127.0.0.1:7002")
+//                                          .node("redis://127.0.0.1:7003"));
+//   {
+//       ironlock::lock lock = m.acquire({"invoice:42"}, std::chrono::seconds(10));
+//       // ... keep the work shorter than lock.validity() ...
+//       lock.finish();  // releases; throws ironlock::error (IRONLOCK_LOST) if the lock was lost
+//   }                   // (a lock not finished is released here, without throwing)
+//
+// Thread safety is the C API's: a manager may be shared by threads; a lock may be used by
+// several threads but destroyed by one.
+#ifndef IRONLOCK_HPP
+#define IRONLOCK_HPP
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ironlock.h"
+
+namespace ironlock {
+
+/// One node's part in the last round of a failed call (URL with any password as `***`).
+struct node_report {
+    std::string url;
+    std::string vote;                 ///< for, against, error, timeout, not_eligible, pending
+    std::optional<std::string> error; ///< the node's error text, when it had one
+};
+
+/// The failure of a call: its status (IRONLOCK_CONTENDED, IRONLOCK_LOST, …), the message
+/// (`what()`), and the per-node report of the round that failed (empty when no node was asked).
+class error : public std::runtime_error {
+public:
+    error(ironlock_status status, const std::string &message, std::vector<node_report> report,
+          std::chrono::microseconds elapsed, std::uint32_t rounds)
+        : std::runtime_error(message), status_(status), report_(std::move(report)),
+          elapsed_(elapsed), rounds_(rounds) {}
+
+    ironlock_status status() const noexcept { return status_; }
+    /// The status's name: "CONTENDED", "UNAVAILABLE", "LOST", "INVALID_ARGUMENT", …
+    const char *code() const noexcept { return ironlock_status_str(status_); }
+    const std::vector<node_report> &report() const noexcept { return report_; }
+    std::chrono::microseconds elapsed() const noexcept { return elapsed_; }
+    std::uint32_t rounds() const noexcept { return rounds_; }
+
+private:
+    ironlock_status status_;
+    std::vector<node_report> report_;
+    std::chrono::microseconds elapsed_;
+    std::uint32_t rounds_;
+};
+
+namespace detail {
+
+/// This thread's last report, copied.
+inline std::vector<node_report> last_report() {
+    std::vector<node_report> out;
+    const std::size_t n = ironlock_last_report_node_count();
+    for (std::size_t i = 0; i < n; ++i) {
+        const char *url = ironlock_last_report_node_url(i);
+        const char *vote = ironlock_last_report_node_vote(i);
+        const char *err = ironlock_last_report_node_error(i);
+        out.push_back(node_report{url ? url : "", vote ? vote : "",
+                                  err ? std::optional<std::string>(err) : std::nullopt});
+    }
+    return out;
+}
+
+/// Throws ironlock::error for a failed status (with this thread's message and report).
+inline void check(ironlock_status status) {
+    if (status == IRONLOCK_OK) return;
+    throw error(status, ironlock_last_error(), last_report(),
+                std::chrono::microseconds(ironlock_last_report_elapsed_us()),
+                ironlock_last_report_rounds());
+}
+
+template <class Rep, class Period>
+std::uint64_t millis(std::chrono::duration<Rep, Period> d) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+    return ms < 0 ? 0 : static_cast<std::uint64_t>(ms);
+}
+
+struct config_deleter {
+    void operator()(ironlock_config *c) const noexcept { ironlock_config_free(c); }
+};
+struct manager_deleter {
+    void operator()(ironlock_manager *m) const noexcept { ironlock_manager_free(m); }
+};
+struct lock_deleter {
+    void operator()(ironlock_lock *l) const noexcept { ironlock_lock_free(l); }
+};
+struct opts_deleter {
+    void operator()(ironlock_acquire_opts *o) const noexcept { ironlock_acquire_opts_free(o); }
+};
+
+}  // namespace detail
+
+/// Manager settings (SPEC §4), chained: `config{}.node(url).retry_count(3)`. Bad values are
+/// reported (naming the setting) when the manager is created.
+class config {
+public:
+    config() : c_(ironlock_config_new()) {
+        if (!c_) throw std::bad_alloc();
+    }
+
+    config &node(const std::string &url) { return apply(ironlock_config_add_node(c_.get(), url.c_str())); }
+    config &retry_count(std::uint32_t n) { return apply(ironlock_config_set_retry_count(c_.get(), n)); }
+    template <class R, class P> config &retry_delay(std::chrono::duration<R, P> d) {
+        return apply(ironlock_config_set_retry_delay_ms(c_.get(), detail::millis(d)));
+    }
+    template <class R, class P> config &retry_jitter(std::chrono::duration<R, P> d) {
+        return apply(ironlock_config_set_retry_jitter_ms(c_.get(), detail::millis(d)));
+    }
+    config &drift_factor(double f) { return apply(ironlock_config_set_drift_factor(c_.get(), f)); }
+    template <class R, class P> config &drift_constant(std::chrono::duration<R, P> d) {
+        return apply(ironlock_config_set_drift_constant_ms(c_.get(), detail::millis(d)));
+    }
+    template <class R, class P> config &node_timeout(std::chrono::duration<R, P> d) {
+        return apply(ironlock_config_set_node_timeout_ms(c_.get(), detail::millis(d)));
+    }
+    template <class R, class P> config &connect_timeout(std::chrono::duration<R, P> d) {
+        return apply(ironlock_config_set_connect_timeout_ms(c_.get(), detail::millis(d)));
+    }
+    template <class R, class P> config &max_ttl(std::chrono::duration<R, P> d) {
+        return apply(ironlock_config_set_max_ttl_ms(c_.get(), detail::millis(d)));
+    }
+    config &restart_quarantine(bool on) { return apply(ironlock_config_set_restart_quarantine(c_.get(), on)); }
+    config &key_prefix(const std::string &p) { return apply(ironlock_config_set_key_prefix(c_.get(), p.c_str())); }
+    template <class R, class P> config &min_validity(std::chrono::duration<R, P> d) {
+        return apply(ironlock_config_set_min_validity_ms(c_.get(), detail::millis(d)));
+    }
+    config &max_extensions(std::uint32_t n) { return apply(ironlock_config_set_max_extensions(c_.get(), n)); }
+    template <class R, class P> config &extension_threshold(std::chrono::duration<R, P> d) {
+        return apply(ironlock_config_set_extension_threshold_ms(c_.get(), detail::millis(d)));
+    }
+    /// Mutual TLS and private CAs: PEM files, read now.
+    config &tls_ca_cert_file(const std::string &path) {
+        return apply(ironlock_config_set_tls_ca_cert_file(c_.get(), path.c_str()));
+    }
+    config &tls_client_cert_file(const std::string &path) {
+        return apply(ironlock_config_set_tls_client_cert_file(c_.get(), path.c_str()));
+    }
+    config &tls_client_key_file(const std::string &path) {
+        return apply(ironlock_config_set_tls_client_key_file(c_.get(), path.c_str()));
+    }
+
+    const ironlock_config *get() const noexcept { return c_.get(); }
+
+private:
+    config &apply(ironlock_status s) {
+        detail::check(s);
+        return *this;
+    }
+    std::unique_ptr<ironlock_config, detail::config_deleter> c_;
+};
+
+/// Options of one acquire.
+struct acquire_options {
+    /// Keep retrying until this much time has passed (none: the manager's retry_count rounds).
+    std::optional<std::chrono::milliseconds> wait;
+    /// Further rounds after the first for this call (0: one round, a try-lock).
+    std::optional<std::uint32_t> retry_count;
+    /// Compute a fencing token.
+    bool fencing = false;
+};
+
+/// A lock granted by a quorum. Move-only; released (without throwing) when it goes out of scope
+/// still held: call `finish()` to learn whether the work held it to its end.
+class lock {
+public:
+    explicit lock(ironlock_lock *l) noexcept : l_(l) {}
+    lock(lock &&) noexcept = default;
+    lock &operator=(lock &&other) noexcept {
+        if (this != &other) {
+            release_quietly();
+            l_ = std::move(other.l_);
+            done_ = other.done_;
+        }
+        return *this;
+    }
+    lock(const lock &) = delete;
+    lock &operator=(const lock &) = delete;
+    ~lock() { release_quietly(); }
+
+    /// Extends every key to `ttl` from now on a quorum (throws IRONLOCK_LOST when lost).
+    template <class R, class P> void extend(std::chrono::duration<R, P> ttl) {
+        detail::check(ironlock_extend(l_.get(), detail::millis(ttl)));
+    }
+    /// Releases; returns whether a quorum still held the lock (never throws for a lost lock).
+    bool release() {
+        bool held = false;
+        detail::check(ironlock_release_held(l_.get(), &held));
+        done_ = true;
+        return held;
+    }
+    /// Ends the critical section with the loss rule every language shares: releases, and throws
+    /// ironlock::error (IRONLOCK_LOST) when the lock was lost or expired before, or the release
+    /// found its token on fewer than a quorum.
+    void finish() {
+        done_ = true;
+        detail::check(ironlock_lock_finish(l_.get()));
+    }
+    /// Keeps the lock extended in the background until release or destruction; on loss the
+    /// library releases it and `lost()` turns true.
+    void auto_extend() { detail::check(ironlock_lock_auto_extend(l_.get(), nullptr, nullptr)); }
+
+    std::chrono::milliseconds validity() const noexcept {
+        return std::chrono::milliseconds(ironlock_lock_validity_ms(l_.get()));
+    }
+    bool valid() const noexcept { return ironlock_lock_is_valid(l_.get()); }
+    bool lost() const noexcept { return ironlock_lock_is_lost(l_.get()); }
+    std::string token() const { return ironlock_lock_token(l_.get()); }
+    /// The fencing token, when acquired with fencing.
+    std::optional<std::uint64_t> fence() const noexcept {
+        std::uint64_t f = 0;
+        return ironlock_lock_fence(l_.get(), &f) == IRONLOCK_OK ? std::optional<std::uint64_t>(f)
+                                                                 : std::nullopt;
+    }
+    ironlock_lock *get() const noexcept { return l_.get(); }
+
+private:
+    void release_quietly() noexcept {
+        if (l_ && !done_) ironlock_release(l_.get());
+        done_ = true;
+    }
+    std::unique_ptr<ironlock_lock, detail::lock_deleter> l_;
+    bool done_ = false;
+};
+
+/// Takes Redlock locks over N independent Redis masters. Move-only; shareable by threads.
+class manager {
+public:
+    explicit manager(const config &c) {
+        ironlock_manager *m = nullptr;
+        detail::check(ironlock_manager_new(c.get(), &m));
+        m_.reset(m);
+    }
+
+    /// Acquires every resource (all of them or none, on each node) for `ttl`; throws
+    /// ironlock::error (IRONLOCK_CONTENDED, IRONLOCK_UNAVAILABLE, …) with the report.
+    template <class R, class P>
+    lock acquire(const std::vector<std::string> &resources, std::chrono::duration<R, P> ttl,
+                 const acquire_options &options = {}) {
+        std::vector<const char *> names;
+        names.reserve(resources.size());
+        for (const auto &r : resources) names.push_back(r.c_str());
+        std::unique_ptr<ironlock_acquire_opts, detail::opts_deleter> o(ironlock_acquire_opts_new());
+        if (!o) throw std::bad_alloc();
+        if (options.wait) detail::check(ironlock_acquire_opts_set_wait_ms(o.get(), detail::millis(*options.wait)));
+        if (options.retry_count) detail::check(ironlock_acquire_opts_set_retry_count(o.get(), *options.retry_count));
+        detail::check(ironlock_acquire_opts_set_fencing(o.get(), options.fencing));
+        ironlock_lock *l = nullptr;
+        detail::check(ironlock_acquire_with(m_.get(), names.data(), names.size(), detail::millis(ttl), o.get(), &l));
+        return lock(l);
+    }
+
+    ironlock_manager *get() const noexcept { return m_.get(); }
+
+private:
+    std::unique_ptr<ironlock_manager, detail::manager_deleter> m_;
+};
+
+}  // namespace ironlock
+
+#endif  // IRONLOCK_HPP

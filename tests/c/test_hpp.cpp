@@ -1,0 +1,113 @@
+// include/ironlock.hpp (C++17 RAII wrapper) against real nodes: RAII release, chrono durations,
+// exceptions carrying the status and the report, the loss rule, moves, auto-extension.
+#include <ironlock.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "harness.h"
+
+namespace {
+
+int passes = 0;
+int failures = 0;
+
+void check(bool ok, const char *what) {
+    if (ok) {
+        ++passes;
+    } else {
+        ++failures;
+        std::fprintf(stderr, "test_hpp: %s failed\n", what);
+    }
+}
+
+std::string name(const char *what) {
+    return std::string("hpp:") + what + ":" +
+           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+}  // namespace
+
+int main() {
+    using namespace std::chrono_literals;
+    harness h;
+    if (harness_start(&h, 3) != 0) return 1;
+    {
+        ironlock::config cfg;
+        for (int i = 0; i < h.nodes; ++i) cfg.node(h.urls[i]);
+        cfg.restart_quarantine(false).connect_timeout(5s).node_timeout(500ms).retry_delay(20ms);
+        ironlock::manager m(cfg);
+
+        // A lock with a fencing token; a second try-lock is CONTENDED, with the report.
+        const std::string r = name("a");
+        ironlock::lock held = m.acquire({r}, 5s, {std::nullopt, std::nullopt, true});
+        check(held.fence().has_value() && *held.fence() > 0, "fence");
+        check(held.valid() && held.validity() > 4s && held.validity() <= 5s, "validity");
+        check(held.token().size() == IRONLOCK_TOKEN_LEN, "token");
+        try {
+            m.acquire({r}, 5s, {std::nullopt, 0u, false});
+            check(false, "contended acquire throws");
+        } catch (const ironlock::error &e) {
+            check(e.status() == IRONLOCK_CONTENDED, "status CONTENDED");
+            check(std::string(e.code()) == "CONTENDED", "code()");
+            check(e.report().size() == 3 && e.rounds() == 1, "report and rounds");
+            check(std::string(e.what()).find("held by another client") != std::string::npos, "what()");
+        }
+        held.extend(3s);
+        check(held.validity() <= 3s, "extend with chrono");
+
+        // RAII: a lock that goes out of scope is released; moves transfer ownership.
+        {
+            std::vector<ironlock::lock> owners;
+            owners.push_back(std::move(held));
+        }
+        ironlock::lock again = m.acquire({r}, 5s, {std::nullopt, 0u, false});
+        check(again.valid(), "released by the destructor");
+        again.finish();
+
+        // The loss rule: keys deleted behind the holder's back make finish() throw LOST.
+        const std::string r2 = name("lost");
+        ironlock::lock doomed = m.acquire({r2}, 5s);
+        std::this_thread::sleep_for(100ms);  // every node holds the key by now
+        char reply[256];
+        for (int i = 0; i < 2; ++i) {
+            const std::string cmd = "cmd " + std::to_string(i) + " DEL " + r2;
+            harness_send(&h, cmd.c_str(), reply, sizeof reply);
+        }
+        try {
+            doomed.finish();
+            check(false, "finish throws LOST");
+        } catch (const ironlock::error &e) {
+            check(e.status() == IRONLOCK_LOST, "status LOST");
+        }
+
+        // Auto-extension keeps a 1 s lock valid for 1.5 s.
+        ironlock::lock kept = m.acquire({name("kept")}, 1s);
+        kept.auto_extend();
+        std::this_thread::sleep_for(1500ms);
+        check(kept.valid() && !kept.lost(), "auto-extended");
+        check(kept.release(), "release() says a quorum held it");
+
+        // Bad input throws INVALID_ARGUMENT naming the argument.
+        try {
+            ironlock::manager bad(ironlock::config{}.node("not a url"));
+            check(false, "bad node throws");
+        } catch (const ironlock::error &e) {
+            check(e.status() == IRONLOCK_INVALID_ARGUMENT, "status INVALID_ARGUMENT");
+            check(std::string(e.what()).find("nodes[0]") != std::string::npos, "names nodes[0]");
+        }
+        try {
+            m.acquire({}, 1s);
+            check(false, "no resources throws");
+        } catch (const ironlock::error &e) {
+            check(e.status() == IRONLOCK_INVALID_ARGUMENT, "empty resources");
+        }
+    }
+    harness_stop(&h);
+    std::printf("test_hpp: %d checks passed, %d failed\n", passes, failures);
+    return failures ? 1 : 0;
+}
