@@ -278,17 +278,7 @@ async fn write_fence(cluster: &Cluster, req: &Arc<AcquireRequest>, f: u64, t1: I
         &req.script_keys,
         &[req.token.as_str(), f.as_str()],
     ));
-    quorum::run(&cluster.nodes, Tally::Eligible, t1, |node| {
-        let cmd = cmd.clone();
-        async move {
-            match node.query::<i64>(&cmd).await {
-                Ok(1) => Reply::Yes(0),
-                Ok(_) => Reply::No,
-                Err(e) => Reply::Failed(e),
-            }
-        }
-    })
-    .await
+    quorum::run_flag(&cluster.nodes, t1, cmd).await
 }
 
 /// Everything one acquire call sends, prepared once and cluster by its rounds.

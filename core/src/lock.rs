@@ -344,17 +344,7 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
         &[&inner.token, &ttl_ms],
     ));
     let t1 = Instant::now();
-    let round = quorum::run(&cluster.nodes, Tally::Eligible, t1, |node| {
-        let cmd = cmd.clone();
-        async move {
-            match node.query::<i64>(&cmd).await {
-                Ok(1) => Reply::Yes(0),
-                Ok(_) => Reply::No,
-                Err(f) => Reply::Failed(f),
-            }
-        }
-    })
-    .await;
+    let round = quorum::run_flag(&cluster.nodes, t1, cmd).await;
     let drift = config.drift(ttl);
     let validity = quorum::validity(ttl, round.decided_at - t1, drift);
     let mut st = lock.state();

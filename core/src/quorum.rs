@@ -233,6 +233,22 @@ where
     }
 }
 
+/// A round of one script whose reply is 1 when the node did what was asked (extend, the fence
+/// write-back): 1 is a "yes", any other integer a "no".
+pub(crate) async fn run_flag(nodes: &[Arc<Node>], started: Instant, cmd: Arc<redis::Cmd>) -> Round {
+    run(nodes, Tally::Eligible, started, |node| {
+        let cmd = cmd.clone();
+        async move {
+            match node.query::<i64>(&cmd).await {
+                Ok(1) => Reply::Yes(0),
+                Ok(_) => Reply::No,
+                Err(f) => Reply::Failed(f),
+            }
+        }
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
