@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use crate::cluster::Cluster;
 use crate::config::{Config, quote_resources, validate_resources};
 use crate::error::{Error, ErrorKind, Report, Result, Vote, with_summary};
-use crate::lock::{Lock, LockInner, LockState, release_on};
+use crate::lock::{Lock, LockInner, LockState, release_on, seated_on};
 use crate::node::{Failure, Node};
 use crate::quorum::{self, Reply, Round, Tally};
 use crate::scripts;
@@ -213,6 +213,7 @@ async fn acquire_round(
         report.rounds = round_no;
         report.elapsed = elapsed_report;
         let (lost_tx, _) = watch::channel(false);
+        let seated = seated_on(cluster, &report);
         return Ok(Lock {
             inner: Arc::new(LockInner {
                 cluster: cluster.clone(),
@@ -226,6 +227,7 @@ async fn acquire_round(
                     extensions: 0,
                     released: false,
                     report,
+                    seated,
                 }),
                 lost: AtomicBool::new(false),
                 lost_tx,

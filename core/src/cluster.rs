@@ -87,6 +87,14 @@ impl Cluster {
         })
     }
 
+    /// Where `node` stands in the configured order.
+    pub(crate) fn index_of(&self, node: &Arc<Node>) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| Arc::ptr_eq(n, node))
+            .unwrap_or(usize::MAX)
+    }
+
     /// The key of `resource` on every node.
     pub(crate) fn key(&self, resource: &str) -> String {
         format!("{}{resource}", self.config.key_prefix)

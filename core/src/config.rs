@@ -29,6 +29,7 @@ pub struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) max_ttl: Duration,
     pub(crate) restart_quarantine: bool,
+    pub(crate) reseat: bool,
     pub(crate) key_prefix: String,
     pub(crate) min_validity: Duration,
     pub(crate) max_extensions: Option<u32>,
@@ -77,6 +78,7 @@ impl Config {
             connect_timeout: defaults::CONNECT_TIMEOUT,
             max_ttl: defaults::MAX_TTL,
             restart_quarantine: true,
+            reseat: true,
             key_prefix: String::new(),
             min_validity: Duration::ZERO,
             max_extensions: None,
@@ -128,6 +130,11 @@ setters! {
     /// Keep restarted nodes out of the quorum for `max_ttl` + drift + 1 s. Default on; switch off
     /// only for nodes that persist with `appendfsync always`.
     restart_quarantine: bool;
+    /// Re-seat on extension (SPEC §12): an extension that finds a held lock's keys gone from a
+    /// node that restarted since it last held them writes them back there (`SET NX`, never over
+    /// another token), so a lock held through a rolling restart of every node is not lost.
+    /// Default on.
+    reseat: bool;
     /// A grant needs validity above this. Default 0.
     min_validity: Duration;
     /// How often one lock may be extended. Default unlimited.
@@ -184,6 +191,7 @@ impl fmt::Debug for Config {
             .field("connect_timeout", &self.connect_timeout)
             .field("max_ttl", &self.max_ttl)
             .field("restart_quarantine", &self.restart_quarantine)
+            .field("reseat", &self.reseat)
             .field("key_prefix", &self.key_prefix)
             .field("min_validity", &self.min_validity)
             .field("max_extensions", &self.max_extensions)

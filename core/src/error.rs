@@ -58,6 +58,10 @@ pub enum Vote {
     NotEligible,
     /// The outcome was decided before this node answered; its reply is drained in the background.
     Pending,
+    /// Extend only: the node had restarted and lost the keys; the extension wrote them back
+    /// (re-seating, SPEC §12). It counts as "for" unless the node is still in restart quarantine
+    /// (then `error` says so).
+    Reseated,
 }
 
 impl Vote {
@@ -70,6 +74,7 @@ impl Vote {
             Vote::Timeout => "timeout",
             Vote::NotEligible => "not_eligible",
             Vote::Pending => "pending",
+            Vote::Reseated => "reseated",
         }
     }
 }
@@ -87,8 +92,29 @@ pub struct NodeReport {
     pub url: String,
     /// The node's vote.
     pub vote: Vote,
-    /// The error text when the vote is `Error` or `Timeout` (passwords removed).
+    /// The error text when the vote is `Error` or `Timeout` (passwords removed), or why a "yes"
+    /// (`NotEligible`, `Reseated`) did not count.
     pub error: Option<String>,
+}
+
+impl NodeReport {
+    /// Whether this node's vote counted towards the quorum.
+    pub fn counted(&self) -> bool {
+        match self.vote {
+            Vote::For => true,
+            Vote::Reseated => self.error.is_none(),
+            _ => false,
+        }
+    }
+
+    /// Whether the node may hold the keys with our token after this round: it said "yes"
+    /// (counted or not), or the round did not wait for its answer (`Pending`, `Timeout`).
+    pub fn may_hold(&self) -> bool {
+        matches!(
+            self.vote,
+            Vote::For | Vote::NotEligible | Vote::Reseated | Vote::Pending | Vote::Timeout
+        )
+    }
 }
 
 /// What every node said in the last round of an operation, and how long that round took.
@@ -121,12 +147,15 @@ impl Report {
         let others: Vec<&NodeReport> = self
             .nodes
             .iter()
-            .filter(|r| !matches!(r.vote, Vote::For | Vote::Pending))
+            .filter(|r| !r.counted() && r.vote != Vote::Pending)
             .collect();
         if others.is_empty() {
             return String::new();
         }
-        if others.iter().all(|r| r.vote == Vote::NotEligible) {
+        if others
+            .iter()
+            .all(|r| matches!(r.vote, Vote::NotEligible | Vote::Reseated))
+        {
             let why = others[0]
                 .error
                 .as_deref()

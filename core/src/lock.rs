@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::Cluster;
 use crate::config::quote_resources;
-use crate::error::{Error, ErrorKind, Report, Result};
+use crate::error::{Error, ErrorKind, Report, Result, Vote};
 use crate::node::Node;
 use crate::quorum::{self, Reply, Round, Tally};
 use crate::scripts;
@@ -22,6 +22,25 @@ pub(crate) struct LockState {
     pub(crate) extensions: u32,
     pub(crate) released: bool,
     pub(crate) report: Report,
+    /// Per node, the lifetime of its data ([`Node::data_epoch`]) in which it last held our keys,
+    /// or 0 when unknown (it did not answer "yes"). An extension that finds the keys absent on a
+    /// node whose data epoch moved on since then may write them back (SPEC §12). Empty when
+    /// re-seating is off.
+    pub(crate) seated: Vec<u64>,
+}
+
+/// [`LockState::seated`] after a round that `report` describes: the nodes that may hold our keys
+/// now (a "yes", or a request the round did not wait for).
+pub(crate) fn seated_on(cluster: &Cluster, report: &Report) -> Vec<u64> {
+    if !cluster.config.reseat {
+        return Vec::new();
+    }
+    cluster
+        .nodes
+        .iter()
+        .zip(&report.nodes)
+        .map(|(node, r)| if r.may_hold() { node.data_epoch() } else { 0 })
+        .collect()
 }
 
 pub(crate) struct LockInner {
@@ -338,27 +357,97 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
         return Err(lock.lost_error("its validity ran out before the extension"));
     }
     let ttl_ms = ttl.as_millis().to_string();
-    let cmd = Arc::new(scripts::evalsha(
+    // Re-seating (SPEC §12): a node whose data epoch moved on since it last held our keys
+    // restarted and may have lost them; only such a node is asked to write them back.
+    let seated = lock.state().seated.clone();
+    let restarted: Vec<bool> = cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            seated
+                .get(i)
+                .is_some_and(|&e| e != 0 && node.data_epoch() != e)
+        })
+        .collect();
+    let epochs: Vec<u64> = cluster.nodes.iter().map(|n| n.data_epoch()).collect();
+    let plain = Arc::new(scripts::evalsha(
         &scripts::EXTEND,
         &inner.keys,
-        &[&inner.token, &ttl_ms],
+        &[&inner.token, &ttl_ms, "0"],
     ));
+    let reseat = restarted.contains(&true).then(|| {
+        Arc::new(scripts::evalsha(
+            &scripts::EXTEND,
+            &inner.keys,
+            &[&inner.token, &ttl_ms, "1"],
+        ))
+    });
     let t1 = Instant::now();
-    let round = quorum::run_flag(&cluster.nodes, t1, cmd).await;
+    let round = quorum::run(&cluster.nodes, Tally::Eligible, t1, |node| {
+        let cmd = match &reseat {
+            Some(cmd) if restarted.get(cluster.index_of(&node)) == Some(&true) => cmd.clone(),
+            _ => plain.clone(),
+        };
+        async move {
+            match node.query::<i64>(&cmd).await {
+                Ok(1) => Reply::Yes(0),
+                Ok(2) => {
+                    // Counted here, not in the round: a re-seat answered after the round was
+                    // decided still happened.
+                    node.counters.reseats.fetch_add(1, Ordering::Relaxed);
+                    Reply::Reseated
+                }
+                Ok(_) => Reply::No,
+                Err(f) => Reply::Failed(f),
+            }
+        }
+    })
+    .await;
     let drift = config.drift(ttl);
     let validity = quorum::validity(ttl, round.decided_at - t1, drift);
-    let mut st = lock.state();
-    if round.granted >= cluster.quorum && validity.is_some() {
-        st.report = round.report;
-        st.deadline = t1 + ttl - drift;
-        st.ttl = ttl;
-        st.extensions += 1;
-        drop(st);
+    let granted = round.granted >= cluster.quorum && validity.is_some();
+    {
+        let mut st = lock.state();
+        st.report = round.report.clone();
+        if granted {
+            for (i, r) in round.report.nodes.iter().enumerate() {
+                if r.may_hold() && i < st.seated.len() {
+                    st.seated[i] = epochs[i];
+                }
+            }
+            st.deadline = t1 + ttl - drift;
+            st.ttl = ttl;
+            st.extensions += 1;
+        }
+    }
+    if granted {
         inner.lost_tx.send_replace(false);
         return Ok(());
     }
-    st.report = round.report.clone();
-    drop(st);
+    // A failed extension takes back the keys it re-seated, including re-seats the round did
+    // not wait for (the delete queues behind them on the node's connection): they were written
+    // for a lock that did not get its extension (SPEC §12).
+    let reseated: Vec<Arc<Node>> = cluster
+        .nodes
+        .iter()
+        .zip(&round.report.nodes)
+        .zip(&restarted)
+        .filter(|((_, r), restarted)| {
+            **restarted && matches!(r.vote, Vote::Reseated | Vote::Pending | Vote::Timeout)
+        })
+        .map(|((n, _), _)| n.clone())
+        .collect();
+    if !reseated.is_empty() {
+        release_round(
+            &reseated,
+            &inner.keys,
+            &inner.token,
+            false,
+            Tally::ReleaseAll,
+        )
+        .await;
+    }
     if cluster.nodes.len() - round.refused < cluster.quorum {
         lock.mark_lost();
         return Err(lock

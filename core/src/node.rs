@@ -55,6 +55,7 @@ pub(crate) struct VoteCounters {
     pub(crate) timeouts: AtomicU64,
     pub(crate) not_eligible: AtomicU64,
     pub(crate) reconnects: AtomicU64,
+    pub(crate) reseats: AtomicU64,
 }
 
 pub(crate) struct Node {
@@ -71,6 +72,11 @@ pub(crate) struct Node {
     unresolvable: AtomicBool,
     /// The server takes `SET … NX … GET` (read at connection; a lock-free read per request).
     set_nx_get: AtomicBool,
+    /// Which lifetime of the node's data the connection sees: bumped when a (re)connection finds
+    /// a `run_id` (or, without `INFO`, a data epoch) other than the last one, so a lock can tell
+    /// that the node lost its keys since it last held them (re-seating, SPEC §12). 0 before the
+    /// first connection; unchanged when the node does not say who it is.
+    data_epoch: AtomicU64,
     /// The manager's count of requests whose round was decided before they were answered.
     inflight: Arc<InFlight>,
     /// Dates the node's data when `INFO` is not permitted (restart quarantine for ACL users).
@@ -112,6 +118,8 @@ pub struct NodeStatus {
     pub not_eligible: u64,
     /// Successful reconnections.
     pub reconnects: u64,
+    /// Keys written back by an extension after this node restarted (re-seating, SPEC §12).
+    pub reseats: u64,
 }
 
 /// How a manager's nodes connect and where their background work runs.
@@ -165,6 +173,7 @@ impl Node {
             reconnecting: AtomicBool::new(false),
             unresolvable: AtomicBool::new(false),
             set_nx_get: AtomicBool::new(false),
+            data_epoch: AtomicU64::new(0),
             inflight: settings.inflight.clone(),
             epoch_key: settings.epoch_key.clone(),
             rt: settings.rt.clone(),
@@ -205,7 +214,7 @@ impl Node {
     /// Restart detection without `INFO`: the age of the node's data from the epoch key (see
     /// [`crate::scripts::EPOCH_SOURCE`]) stands in for its uptime.
     async fn data_age(&self, conn: &mut MultiplexedConnection) -> Result<ServerInfo, String> {
-        let age: i64 = tokio::time::timeout(
+        let (age, born): (i64, i64) = tokio::time::timeout(
             self.connect_timeout,
             redis::cmd("EVAL")
                 .arg(crate::scripts::EPOCH_SOURCE)
@@ -223,7 +232,7 @@ impl Node {
             )
         })?;
         Ok(ServerInfo {
-            run_id: String::new(),
+            run_id: format!("epoch:{born}"),
             version: String::new(),
             uptime: Duration::from_secs(age.max(0) as u64),
         })
@@ -307,6 +316,13 @@ impl Node {
         self.set_nx_get
             .store(major.is_some_and(|m| m >= 7), Ordering::Relaxed);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let same_data = st
+            .info
+            .as_ref()
+            .is_some_and(|old| old.run_id == info.run_id || info.run_id.is_empty());
+        if !same_data {
+            self.data_epoch.fetch_add(1, Ordering::AcqRel);
+        }
         st.conn = Some(conn);
         st.generation += 1;
         st.eligible_at = eligible_at;
@@ -353,6 +369,11 @@ impl Node {
     fn current(&self) -> Option<(MultiplexedConnection, u64)> {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.conn.clone().map(|c| (c, st.generation))
+    }
+
+    /// Which lifetime of the node's data the current connection sees (0: never connected).
+    pub(crate) fn data_epoch(&self) -> u64 {
+        self.data_epoch.load(Ordering::Acquire)
     }
 
     /// Whether this node's "yes" counts now (restart quarantine over).
@@ -498,6 +519,7 @@ impl Node {
             timeouts: self.counters.timeouts.load(Ordering::Relaxed),
             not_eligible: self.counters.not_eligible.load(Ordering::Relaxed),
             reconnects: self.counters.reconnects.load(Ordering::Relaxed),
+            reseats: self.counters.reseats.load(Ordering::Relaxed),
         }
     }
 }

@@ -51,6 +51,8 @@ pub fn classify(
 pub(crate) enum Reply {
     /// Yes, with a payload (the fence counter for acquire, else 0).
     Yes(u64),
+    /// Extend only: yes, after writing the keys back on a node that restarted (SPEC §12).
+    Reseated,
     /// No: held by someone else, or our token is gone.
     No,
     Failed(Failure),
@@ -134,15 +136,22 @@ where
             let counters = &node.counters;
             let r = &mut reports[i];
             match reply {
-                Reply::Yes(payload) => {
+                Reply::Yes(_) | Reply::Reseated => {
+                    let reseated = matches!(reply, Reply::Reseated);
                     if tally != Tally::Eligible || node.eligible() {
                         granted += 1;
-                        max_payload = max_payload.max(payload);
-                        r.vote = Vote::For;
+                        if let Reply::Yes(payload) = reply {
+                            max_payload = max_payload.max(payload);
+                        }
+                        r.vote = if reseated { Vote::Reseated } else { Vote::For };
                         counters.votes_for.fetch_add(1, Ordering::Relaxed);
                     } else {
                         failed += 1;
-                        r.vote = Vote::NotEligible;
+                        r.vote = if reseated {
+                            Vote::Reseated
+                        } else {
+                            Vote::NotEligible
+                        };
                         r.error = Some(node.quarantine_text());
                         counters.not_eligible.fetch_add(1, Ordering::Relaxed);
                     }

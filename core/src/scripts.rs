@@ -42,16 +42,18 @@ pub fn epoch_key(key_prefix: &str) -> String {
 /// seconds ago (server time) this node's data began. The key is created, holding the server's
 /// time, by the first client that finds it missing; a node that restarted without persistence
 /// has lost it, so its age is never more than the time since the data loss, as `uptime` is.
-/// KEYS: the epoch key. Returns the age in whole seconds (0 when just created).
+/// KEYS: the epoch key. Returns `{age, born}`: the age in whole seconds (0 when just created)
+/// and the server time the data began, which identifies this lifetime of the node's data as
+/// `run_id` does (re-seating, SPEC §12, compares it across reconnections).
 pub const EPOCH_SOURCE: &str = r#"
 local now = tonumber(redis.call('TIME')[1])
 local born = tonumber(redis.call('GET', KEYS[1]) or '')
 if not born then
   redis.call('SET', KEYS[1], now)
-  return 0
+  return {0, now}
 end
-if born > now then return 0 end
-return now - born
+if born > now then return {0, born} end
+return {now - born, born}
 "#;
 
 /// The fencing counter key kept next to a lock key (never expires).
@@ -101,16 +103,32 @@ return deleted
 "#;
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
 
-/// Sets a new expiry on every key iff every key still holds our token; never re-creates a key.
-/// ARGV: token, ttl_ms. Returns 1 when extended, 0 otherwise.
+/// Sets a new expiry on every key iff every key still holds our token. With ARGV[3] == "1" (sent
+/// only to a node that restarted since it last held the keys: re-seating, SPEC §12) a node on
+/// which every key is absent gets them back with `SET NX PX`; a foreign token is never
+/// overwritten, and a node holding some keys but not others is not re-seated.
+/// ARGV: token, ttl_ms, reseat (0/1). Returns 1 when extended, 2 when re-seated, 0 otherwise.
 pub const EXTEND_SOURCE: &str = r#"
+local absent = 0
 for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
+  local v = redis.call('GET', KEYS[i])
+  if not v then
+    absent = absent + 1
+  elseif v ~= ARGV[1] then
+    return 0
+  end
 end
+if absent == 0 then
+  for i = 1, #KEYS do
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  end
+  return 1
+end
+if ARGV[3] ~= "1" or absent < #KEYS then return 0 end
 for i = 1, #KEYS do
-  redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2])
 end
-return 1
+return 2
 "#;
 pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SOURCE));
 

@@ -121,6 +121,7 @@ pub static SETTINGS: &[Setting] = &[
         "positive, at most 2^53 - 1 ms",
     ),
     row("restart_quarantine", SettingKind::Flag, "on", "on or off"),
+    row("reseat", SettingKind::Flag, "on", "on or off"),
     row("key_prefix", SettingKind::Text, "empty", "no NUL character"),
     row("min_validity", SettingKind::Duration, "0", "below max_ttl"),
     row(
@@ -216,7 +217,11 @@ impl Config {
             }
             (SettingKind::OptionalDuration, SettingValue::Unset) => self.extension_threshold(None),
             (SettingKind::Fraction, SettingValue::Fraction(f)) => self.drift_factor(*f),
-            (SettingKind::Flag, SettingValue::Flag(b)) => self.restart_quarantine(*b),
+            (SettingKind::Flag, SettingValue::Flag(b)) => match name {
+                "restart_quarantine" => self.restart_quarantine(*b),
+                "reseat" => self.reseat(*b),
+                _ => unreachable!("every Flag row is matched"),
+            },
             (SettingKind::Text, SettingValue::Text(t)) => self.key_prefix(t.clone()),
             _ => return Err(wrong()),
         })

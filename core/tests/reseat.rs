@@ -1,0 +1,261 @@
+//! Re-seating (SPEC §12) against real nodes: a lock held under auto-extension survives a rolling
+//! restart of every node; with `reseat` off the same run loses it; a contender never gets it;
+//! re-seating never writes to a node that did not restart nor over another token, and a failed
+//! extension takes its re-seated keys back.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Cluster, SEC, cluster, ms, unique};
+use ironlock::{AcquireOptions, Config, ErrorKind, LockManager, Vote};
+
+async fn get(url: &str, key: &str) -> Option<String> {
+    let mut conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+async fn set(url: &str, key: &str, value: &str) {
+    let mut conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+/// Restart quarantine on, with a short `max_ttl` so that a restarted node sits out
+/// `max_ttl` + drift + 1 s.
+fn quarantined(c: &Cluster, max_ttl: Duration) -> Config {
+    Config::new(c.urls())
+        .max_ttl(max_ttl)
+        .retry_count(0)
+        .connect_timeout(5 * SEC)
+        .node_timeout(ms(200))
+}
+
+/// Kills and restarts node `i`, then waits until `m` has reconnected to the new process.
+async fn restart(c: &mut Cluster, m: &LockManager, i: usize) {
+    let before = m.node_status()[i].run_id.clone();
+    tokio::task::block_in_place(|| c.restart(i)).unwrap();
+    let deadline = Instant::now() + 5 * SEC;
+    loop {
+        // Any request notices the broken connection and starts the reconnection.
+        if let Ok(probe) = m.acquire(&[unique("probe")], ms(500)).await {
+            probe.release().await;
+        }
+        let st = &m.node_status()[i];
+        if st.connected && st.run_id != before && !st.run_id.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {i} never reconnected: {st:?}"
+        );
+        tokio::time::sleep(ms(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reseating_writes_only_to_restarted_nodes_never_over_a_token_and_rolls_back() {
+    let mut c = cluster(5);
+    let urls = c.urls();
+    let m = LockManager::new(quarantined(&c, 3 * SEC)).await.unwrap();
+    // Fresh nodes are quarantined for max_ttl + drift + 1 s.
+    tokio::time::sleep(ms(4200)).await;
+    let r = unique("reseat");
+    let lock = m.acquire(&[&r], 3 * SEC).await.expect("granted");
+
+    // A node that restarted lost the key; the extension writes it back there. It stays in
+    // quarantine (its vote does not count yet) and the report says why.
+    restart(&mut c, &m, 4).await;
+    assert_eq!(get(&urls[4], &r).await, None, "the restart lost the key");
+    lock.extend(3 * SEC).await.expect("four nodes hold it");
+    let report = lock.report();
+    // The round may be decided before node 4 answers; its re-seat happens all the same.
+    assert!(
+        matches!(report.nodes[4].vote, Vote::Reseated | Vote::Pending),
+        "{report:?}"
+    );
+    assert!(!report.nodes[4].counted(), "{report:?}");
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(get(&urls[4], &r).await.as_deref(), Some(lock.token()));
+    assert_eq!(m.node_status()[4].reseats, 1);
+
+    // A key gone from a node that did not restart is never written back.
+    let mut conn = redis::Client::open(urls[0].as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&r)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    lock.extend(3 * SEC).await.expect("nodes 1 to 3 hold it");
+    assert!(matches!(
+        lock.report().nodes[0].vote,
+        Vote::Against | Vote::Pending
+    ));
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(get(&urls[0], &r).await, None);
+    assert_eq!(m.node_status()[0].reseats, 0);
+
+    // A restarted node where another token now holds the key is not re-seated; a restarted
+    // node with the key absent is, but this extension fails (node 1 counts, node 4 may: 0 and 3
+    // refuse, 2 is in quarantine), so it takes that key back.
+    restart(&mut c, &m, 3).await;
+    restart(&mut c, &m, 2).await;
+    set(&urls[3], &r, "someone-else").await;
+    let deadline = lock.deadline();
+    let e = lock.extend(3 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let votes: Vec<Vote> = e.report().unwrap().nodes.iter().map(|n| n.vote).collect();
+    assert!(votes.contains(&Vote::Against), "{e}");
+    assert!(!votes.contains(&Vote::Error), "{e}");
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(get(&urls[3], &r).await.as_deref(), Some("someone-else"));
+    assert_eq!(m.node_status()[3].reseats, 0, "never over another token");
+    assert_eq!(m.node_status()[2].reseats, 1, "node 2 was re-seated");
+    assert_eq!(get(&urls[2], &r).await, None, "and its key taken back");
+    assert_eq!(
+        lock.deadline(),
+        deadline,
+        "a failed extension keeps the deadline"
+    );
+    assert!(!lock.is_lost());
+    lock.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reseat_off_leaves_a_restarted_node_empty() {
+    let mut c = cluster(3);
+    let urls = c.urls();
+    let m = LockManager::new(quarantined(&c, 2 * SEC).reseat(false))
+        .await
+        .unwrap();
+    tokio::time::sleep(ms(3200)).await;
+    let r = unique("noreseat");
+    let lock = m.acquire(&[&r], 2 * SEC).await.expect("granted");
+    restart(&mut c, &m, 2).await;
+    lock.extend(2 * SEC).await.expect("two nodes hold it");
+    assert!(matches!(
+        lock.report().nodes[2].vote,
+        Vote::Against | Vote::Pending
+    ));
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(get(&urls[2], &r).await, None);
+    assert_eq!(m.node_status()[2].reseats, 0);
+    lock.release().await;
+}
+
+/// One auto-extended lock per manager (re-seat on, re-seat off) while every one of 5 nodes is
+/// killed and restarted once, one after another; a third manager contends all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_held_through_a_rolling_restart_of_every_node_is_kept() {
+    let mut c = cluster(5);
+    // Quarantine 1.5 s + drift + 1 s: a restarted node counts again well before the next one
+    // restarts; auto-extension runs every ~330 ms.
+    let config = || quarantined(&c, ms(1500));
+    let on = LockManager::new(config()).await.unwrap();
+    let off = LockManager::new(config().reseat(false)).await.unwrap();
+    let other = LockManager::new(config()).await.unwrap();
+    tokio::time::sleep(ms(2700)).await;
+    let (r_on, r_off) = (unique("rolling-on"), unique("rolling-off"));
+    let held_on = on.acquire(&[&r_on], SEC).await.expect("granted");
+    let held_off = off.acquire(&[&r_off], SEC).await.expect("granted");
+    let _keep_on = held_on.keep_alive();
+    let _keep_off = held_off.keep_alive();
+    let told_lost = Arc::new(AtomicBool::new(false));
+    {
+        let (lock, told) = (held_on.clone(), told_lost.clone());
+        tokio::spawn(async move {
+            lock.lost().await;
+            if !lock.is_released() {
+                told.store(true, Ordering::SeqCst);
+            }
+        });
+    }
+    // The contender tries both resources every 20 ms, one round each.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stolen, tries) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let contender = {
+        let (stop, stolen, tries) = (stop.clone(), stolen.clone(), tries.clone());
+        let r = r_on.clone();
+        tokio::spawn(async move {
+            let once = AcquireOptions {
+                retry_count: Some(0),
+                ..Default::default()
+            };
+            while !stop.load(Ordering::SeqCst) {
+                tries.fetch_add(1, Ordering::SeqCst);
+                if let Ok(l) = other.acquire_with(&[&r], SEC, once.clone()).await {
+                    stolen.fetch_add(1, Ordering::SeqCst);
+                    l.release().await;
+                }
+                tokio::time::sleep(ms(20)).await;
+            }
+        })
+    };
+    let start = Instant::now();
+    for i in 0..5 {
+        tokio::time::sleep(ms(7000)).await;
+        let before = on.node_status()[i].run_id.clone();
+        tokio::task::block_in_place(|| c.restart(i)).unwrap();
+        eprintln!(
+            "{:>5.1} s: node {i} restarted (was {before}); on: valid {}, off: valid {} lost {}",
+            start.elapsed().as_secs_f64(),
+            held_on.is_valid(),
+            held_off.is_valid(),
+            held_off.is_lost()
+        );
+    }
+    tokio::time::sleep(ms(4000)).await;
+    stop.store(true, Ordering::SeqCst);
+    contender.await.unwrap();
+
+    let reseats: u64 = on.node_status().iter().map(|s| s.reseats).sum();
+    assert!(
+        held_on.is_valid() && !held_on.is_lost(),
+        "re-seat on: the lock was lost ({:?})",
+        held_on.report()
+    );
+    assert!(
+        !told_lost.load(Ordering::SeqCst),
+        "the holder was told it was lost"
+    );
+    assert!(reseats >= 5, "every node re-seated: {:?}", on.node_status());
+    assert!(
+        held_off.is_lost(),
+        "re-seat off: a lock whose keys every node forgot must be lost ({:?})",
+        held_off.report()
+    );
+    assert_eq!(stolen.load(Ordering::SeqCst), 0, "a contender got the lock");
+    assert!(tries.load(Ordering::SeqCst) > 100);
+    for url in c.urls() {
+        assert_eq!(get(&url, &r_on).await.as_deref(), Some(held_on.token()));
+    }
+    assert!(held_on.finish().await.is_ok());
+    eprintln!(
+        "rolling restart of 5 nodes over {:.0} s: re-seat on kept the lock ({reseats} re-seats, {} extensions); re-seat off lost it; contender: {} tries, 0 grants",
+        start.elapsed().as_secs_f64(),
+        held_on.extensions(),
+        tries.load(Ordering::SeqCst)
+    );
+}
