@@ -276,6 +276,17 @@ ironlock_status ironlock_config_set_restart_quarantine(struct ironlock_config *c
                                                        bool restart_quarantine);
 
 /**
+ * Re-seat on extension (SPEC §12): an extension that finds a held lock's keys gone from a node
+ * that restarted since it last held them writes them back there (`SET NX`: never over another
+ * client's key), so a lock held through a rolling restart of every node is not lost. Default
+ * true. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config.
+ */
+ironlock_status ironlock_config_set_reseat(struct ironlock_config *config, bool reseat);
+
+/**
  * Prepended to every resource name to form the Redis key (UTF-8). Default empty.
  *
  * # Safety
@@ -665,8 +676,9 @@ const char *ironlock_last_report_node_url(size_t index);
 
 /**
  * Vote of node `index` in this thread's last report: `"for"`, `"against"`, `"error"`,
- * `"timeout"`, `"not_eligible"` or `"pending"` (decided before this node answered); NULL
- * when `index` is out of range.
+ * `"timeout"`, `"not_eligible"`, `"pending"` (decided before this node answered) or, for an
+ * extension (added after 0.1.0), `"reseated"` (the node had restarted and the keys were written back);
+ * NULL when `index` is out of range.
  *
  * Ownership: as `ironlock_last_report_node_url`.
  */

@@ -139,6 +139,7 @@ public:
         return apply(ironlock_config_set_max_ttl_ms(c_.get(), detail::millis(d)));
     }
     config &restart_quarantine(bool on) { return apply(ironlock_config_set_restart_quarantine(c_.get(), on)); }
+    config &reseat(bool on) { return apply(ironlock_config_set_reseat(c_.get(), on)); }
     config &key_prefix(const std::string &p) { return apply(ironlock_config_set_key_prefix(c_.get(), p.c_str())); }
     template <class R, class P> config &min_validity(std::chrono::duration<R, P> d) {
         return apply(ironlock_config_set_min_validity_ms(c_.get(), detail::millis(d)));

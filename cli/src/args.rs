@@ -58,6 +58,11 @@ pub struct Global {
     #[arg(long, global = true)]
     pub no_restart_quarantine: bool,
 
+    /// Do not write a held lock's keys back on a node that restarted and lost them (by default
+    /// an extension re-seats them, so `run` keeps its lock through a rolling restart of the nodes)
+    #[arg(long, global = true)]
+    pub no_reseat: bool,
+
     /// Print nothing but what the command itself prints
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,

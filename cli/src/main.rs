@@ -99,6 +99,7 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
     let node_timeout = duration_from_secs_f64("--node-timeout", global.node_timeout)?;
     let prefix = global.key_prefix.clone();
     let quarantine = !global.no_restart_quarantine;
+    let reseat = !global.no_reseat;
     let pem = |flag: &str, path: &Option<std::path::PathBuf>| -> Result<Option<Vec<u8>>, Error> {
         path.as_ref()
             .map(|p| std::fs::read(p).map_err(|e| invalid(format!("{flag} {}: {e}", p.display()))))
@@ -113,6 +114,7 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
             .max_ttl(max_ttl)
             .node_timeout(node_timeout)
             .restart_quarantine(quarantine)
+            .reseat(reseat)
             .tls_ca_cert(ca.clone())
             .tls_client_cert(cert.clone())
             .tls_client_key(key.clone())

@@ -204,6 +204,21 @@ pub unsafe extern "C" fn ironlock_config_set_restart_quarantine(
     unsafe { edit(config, move |c| c.restart_quarantine(restart_quarantine)) }
 }
 
+/// Re-seat on extension (SPEC §12): an extension that finds a held lock's keys gone from a node
+/// that restarted since it last held them writes them back there (`SET NX`: never over another
+/// client's key), so a lock held through a rolling restart of every node is not lost. Default
+/// true. Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_reseat(
+    config: *mut ironlock_config,
+    reseat: bool,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.reseat(reseat)) }
+}
+
 /// Prepended to every resource name to form the Redis key (UTF-8). Default empty.
 ///
 /// # Safety

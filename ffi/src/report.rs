@@ -82,8 +82,9 @@ pub extern "C" fn ironlock_last_report_node_url(index: usize) -> *const c_char {
 }
 
 /// Vote of node `index` in this thread's last report: `"for"`, `"against"`, `"error"`,
-/// `"timeout"`, `"not_eligible"` or `"pending"` (decided before this node answered); NULL
-/// when `index` is out of range.
+/// `"timeout"`, `"not_eligible"`, `"pending"` (decided before this node answered) or, for an
+/// extension (added after 0.1.0), `"reseated"` (the node had restarted and the keys were written back);
+/// NULL when `index` is out of range.
 ///
 /// Ownership: as `ironlock_last_report_node_url`.
 #[unsafe(no_mangle)]

@@ -157,6 +157,7 @@ function voteReason(node, resources) {
     error: 'the node answered with an error or is not connected',
     timeout: 'the node did not answer within nodeTimeout',
     not_eligible: 'the node restarted less than maxTtl ago (restart quarantine): its vote does not count',
+    reseated: 'the node had restarted and lost the keys; the extension wrote them back (re-seat), but it is still in restart quarantine',
   }[node.vote]
   const e = new Error(node.error ?? why ?? `vote ${node.vote}`)
   Object.defineProperties(e, {

@@ -16,7 +16,7 @@ export type ErrorCode =
 /** How one node answered in the last round. `url` never contains a password. */
 export interface NodeReport {
   url: string
-  vote: 'for' | 'against' | 'error' | 'timeout' | 'not_eligible' | 'pending'
+  vote: 'for' | 'against' | 'error' | 'timeout' | 'not_eligible' | 'pending' | 'reseated'
   error: string | null
 }
 
@@ -271,7 +271,7 @@ export declare const coreVersion: string
 export interface NodeReportObject {
   /** Node URL with any password replaced by `***`. */
   url: string
-  /** `for`, `against`, `error`, `timeout`, `not_eligible` or `pending`. */
+  /** `for`, `against`, `error`, `timeout`, `not_eligible`, `pending` or (extend only) `reseated`. */
   vote: string
   /** The error text for `error` and `timeout` votes. */
   error?: string

@@ -31,6 +31,10 @@ pub struct Settings {
     pub max_ttl: Option<f64>,
     /// Keep restarted nodes out of the quorum. Default true.
     pub restart_quarantine: Option<bool>,
+    /// Re-seat on extension: write a held lock's keys back on a node that restarted and lost
+    /// them (never over another client's key), so the lock survives a rolling restart. Default
+    /// true.
+    pub reseat: Option<bool>,
     /// Prepended to every resource name to form the Redis key. Default "".
     pub key_prefix: Option<String>,
     /// A grant needs validity above this, ms. Default 0.
@@ -132,6 +136,9 @@ impl Settings {
         }
         if let Some(v) = self.restart_quarantine {
             c = c.restart_quarantine(v);
+        }
+        if let Some(v) = self.reseat {
+            c = c.reseat(v);
         }
         if let Some(v) = self.key_prefix {
             c = c.key_prefix(v);

@@ -24,7 +24,7 @@ DURATIONS = {
     "min_validity_ms": "min_validity",
     "extension_threshold_ms": "extension_threshold",
 }
-PLAIN = {"retry_count", "drift_factor", "restart_quarantine", "key_prefix", "max_extensions"}
+PLAIN = {"retry_count", "drift_factor", "restart_quarantine", "reseat", "key_prefix", "max_extensions"}
 NODE_OPS = {"kill", "start", "restart", "pause", "resume"}
 
 # Read-only commands of `redis` steps: a mismatch is retried for up to 200 ms (the corpus README:

@@ -98,6 +98,9 @@ static ironlock_status apply_setting(context *cx, ironlock_config *cfg, const ch
         return want_bool(cx, v, key, &b) ? ironlock_config_set_restart_quarantine(cfg, b)
                                          : IRONLOCK_INVALID_ARGUMENT;
     }
+    if (strcmp(key, "reseat") == 0) {
+        return want_bool(cx, v, key, &b) ? ironlock_config_set_reseat(cfg, b) : IRONLOCK_INVALID_ARGUMENT;
+    }
     if (!want_u64(cx, v, key, &n)) return IRONLOCK_INVALID_ARGUMENT;
     if (strcmp(key, "retry_count") == 0) return ironlock_config_set_retry_count(cfg, (uint32_t)n);
     if (strcmp(key, "max_extensions") == 0) return ironlock_config_set_max_extensions(cfg, (uint32_t)n);

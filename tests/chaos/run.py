@@ -350,6 +350,19 @@ def nem_rolling(ctx: Ctx) -> None:
             return
 
 
+def nem_rolling_slow(ctx: Ctx) -> None:
+    """Rolling restart of every node, 2.5 s apart (longer than a restarted node's quarantine of
+    2.01 s with max_ttl 1 s), as an operator upgrades nodes one at a time; then calm. A 5 s hold
+    that starts before the second restart sees two of the three nodes forget its key."""
+    n = len(ctx.h.ports)
+    if not ctx.sleep(1.0):
+        return
+    for i in range(n):
+        ctx.restart(i)
+        if not ctx.sleep(2.5):
+            return
+
+
 def nem_isolate_then_restart(ctx: Ctx) -> None:
     """A node A isolated (iptables DROP of its port), healed as soon as the lock has changed
     hands without it (the new holder's token is on both other nodes, or after 3 s), and right
@@ -511,7 +524,7 @@ def nem_clock_jump(ctx: Ctx) -> None:
 class Scenario:
     name: str
     nemesis: Callable[[Ctx], None]
-    kind: str  # safe | must_fail | overrun | report
+    kind: str  # safe | must_fail | overrun | report | held | must_lose
     expect: str
     langs: Sequence[str] = ("py",) * 6
     nodes: int = 3
@@ -523,10 +536,18 @@ class Scenario:
     debug: bool = False
     clock: bool = False
     self_stop: Dict[int, int] = field(default_factory=dict)  # worker index -> acquisition no.
+    keep: bool = False  # hold under auto-extension for hold_ms (longer than the ttl)
+    reseat: bool = True
 
 
 SAFE = "0 strict violations, 0 referee hits"
 MUST_FAIL = "quarantine off: strict violations > 0 (the suite can fail)"
+
+HELD = "0 strict violations, 0 referee hits, 0 locks lost while held"
+MUST_LOSE = "reseat off: locks lost while held > 0 (the suite can fail)"
+# Long holds under auto-extension (ttl 1 s, held 5 s) while every node restarts once, 2.5 s apart.
+ROLLING_HELD = dict(nemesis=nem_rolling_slow, langs=("py", "c", "node") * 2, ttl_ms=1000,
+                    max_ttl_ms=1000, hold_ms=5000, seconds=14.0, keep=True)
 
 # Restart scenarios hold the lock for most of its ttl so that a fault during a hold is likely.
 RESTART = dict(ttl_ms=2000, hold_ms=1700, max_ttl_ms=2000, seconds=20.0)
@@ -551,6 +572,9 @@ def scenarios() -> List[Scenario]:
         Scenario("rolling-restart", nem_rolling, "safe", SAFE, **RESTART),
         Scenario("rolling-restart", nem_rolling, "must_fail", MUST_FAIL, quarantine=False,
                  **RESTART),
+        Scenario("rolling-restart-held", kind="held", expect=HELD, **ROLLING_HELD),
+        Scenario("rolling-restart-held-noreseat", kind="must_lose", expect=MUST_LOSE,
+                 reseat=False, **ROLLING_HELD),
         Scenario("isolate-heal-restart", nem_isolate_then_restart, "safe", SAFE,
                  **{**RESTART, "seconds": 24.0}),
         # Only 5 restarts here: with quarantine off a violation is likely, not certain (0 in one
@@ -609,6 +633,7 @@ def check(records: List[Dict[str, Any]]) -> Dict[str, int]:
         "duplicates": len(tokens) - len(set(tokens)),
         "regressions": regressions,
         "rejections": sum(1 for r in recs if r.get("fenced_write") == 0),
+        "lost": sum(1 for r in recs if r.get("lost")),
         # grants (Python workers log their votes) while a node was quarantined
         "quarantined": sum(1 for r in recs if "not_eligible" in r.get("votes", ())),
     }
@@ -619,9 +644,23 @@ def verdict(sc: Scenario, c: Dict[str, int]) -> List[str]:
     bad = []
     if c["duplicates"]:
         bad.append("duplicate tokens")
-    if sc.kind in ("safe", "overrun") and c["regressions"]:
+    if sc.kind in ("safe", "overrun", "held") and c["regressions"]:
         bad.append("fence regressions")
-    if sc.kind == "safe":
+    if sc.kind == "held":
+        if c["strict"]:
+            bad.append("strict violations")
+        if c["referee"]:
+            bad.append("referee hits")
+        if c["lost"]:
+            bad.append("locks lost while held")
+        if c["acquisitions"] < 2:
+            bad.append("fewer than 2 acquisitions")
+    elif sc.kind == "must_lose":
+        if c["strict"]:
+            bad.append("strict violations")
+        if not c["lost"]:
+            bad.append("no lock lost")
+    elif sc.kind == "safe":
         if c["strict"]:
             bad.append("strict violations")
         if c["referee"]:
@@ -696,6 +735,8 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                 "CHAOS_MARGIN_MS": str(MARGIN_MS),
                 "CHAOS_MAX_TTL_MS": str(sc.max_ttl_ms),
                 "CHAOS_QUARANTINE": "1" if sc.quarantine else "0",
+                "CHAOS_KEEP": "1" if sc.keep else "0",
+                "CHAOS_RESEAT": "1" if sc.reseat else "0",
                 "CHAOS_NODE_TIMEOUT_MS": "50",
                 "CHAOS_REFEREE_PORT": str(referee.ports[0]),
                 "CHAOS_COUNTER_KEY": key + ":counter",
@@ -775,14 +816,15 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
     }
     log("  -> %s" % json.dumps({k: res[k] for k in (
         "acquisitions", "strict", "overrun", "referee", "duplicates", "regressions",
-        "rejections", "quarantined", "faults", "worker_errors", "failed")}))
+        "rejections", "lost", "quarantined", "faults", "worker_errors", "failed")}))
     return res
 
 
 def table(results: List[Dict[str, Any]]) -> str:
     head = ["scenario", "nodes", "workers", "quarantine", "faults injected", "acquisitions", "acq/s",
             "strict violations", "overruns", "referee hits", "duplicate tokens",
-            "fence regressions", "fenced rejections", "grants beside a quarantined node",
+            "fence regressions", "fenced rejections", "lost while held",
+            "grants beside a quarantined node",
             "result", "expectation"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
@@ -792,7 +834,7 @@ def table(results: List[Dict[str, Any]]) -> str:
         rows.append("| " + " | ".join(str(x) for x in [
             r["scenario"], r["nodes"], "%d %s" % (r["workers"], r["langs"]), r["quarantine"], r["faults"],
             r["acquisitions"], "%.1f" % r["acq_per_s"], r["strict"], r["overrun"],
-            r["referee"], r["duplicates"], r["regressions"], r["rejections"],
+            r["referee"], r["duplicates"], r["regressions"], r["rejections"], r["lost"],
             r["quarantined"] if "py" in r["langs"] else "n/a", result,
             r["expect"]]) + " |")
     return "\n".join(rows)

@@ -136,7 +136,7 @@ static long long referee_command(int fd, int argc, ...) {
 }
 
 int main(void) {
-    int wid, self_stop, n = 0, referee;
+    int wid, self_stop, n = 0, referee, keep;
     double end, hold, wait, margin;
     uint64_t ttl_ms;
     const char *resource, *counter, *fence_key;
@@ -158,6 +158,8 @@ int main(void) {
     resource = env("CHAOS_RESOURCE");
     counter = env("CHAOS_COUNTER_KEY");
     fence_key = env("CHAOS_FENCE_KEY");
+    /* Long holds under auto-extension (the rolling-restart-held scenarios). */
+    keep = getenv("CHAOS_KEEP") && strcmp(getenv("CHAOS_KEEP"), "1") == 0;
 
     cfg = ironlock_config_new();
     if (!cfg) {
@@ -177,6 +179,8 @@ int main(void) {
             IRONLOCK_OK ||
         ironlock_config_set_restart_quarantine(cfg, strcmp(env("CHAOS_QUARANTINE"), "1") == 0) !=
             IRONLOCK_OK ||
+        ironlock_config_set_reseat(cfg, !getenv("CHAOS_RESEAT") || strcmp(getenv("CHAOS_RESEAT"), "1") == 0) !=
+            IRONLOCK_OK ||
         ironlock_manager_new(cfg, &mgr) != IRONLOCK_OK) {
         die(ironlock_last_error());
     }
@@ -195,7 +199,7 @@ int main(void) {
         uint64_t fence = 0;
         bool held = false;
         long long ref = -1, accepted = -1;
-        int have_fence, released_ok;
+        int have_fence, released_ok, lost = 0;
         ironlock_status st;
         char fence_str[32];
 
@@ -214,12 +218,29 @@ int main(void) {
         deadline = enter + (double)ironlock_lock_validity_ms(lock) / 1000.0;
         n++;
         have_fence = ironlock_lock_fence(lock, &fence) == IRONLOCK_OK;
+        if (keep && ironlock_lock_auto_extend(lock, NULL, NULL) != IRONLOCK_OK) {
+            die(ironlock_last_error());
+        }
         if (deadline - enter > margin) {
             ref = referee_command(referee, 2, "INCR", counter);
             if (self_stop && n == self_stop) {
                 kill(getpid(), SIGSTOP);
             }
-            {
+            if (keep) {
+                /* Work until the hold ends or the lock is lost; the deadline is the last validity
+                 * seen while the lock was neither lost nor about to expire. */
+                double until = enter + hold;
+                while (mono() < until) {
+                    double rem = (double)ironlock_lock_validity_ms(lock) / 1000.0, step;
+                    if (ironlock_lock_is_lost(lock) || rem <= margin) {
+                        lost = 1;
+                        break;
+                    }
+                    deadline = mono() + rem;
+                    step = until - mono();
+                    sleep_s(step < 0.02 ? (step > 0 ? step : 0) : 0.02);
+                }
+            } else {
                 double h = deadline - margin - mono();
                 sleep_s(hold < h ? hold : h);
             }
@@ -228,6 +249,9 @@ int main(void) {
             referee_command(referee, 2, "DECR", counter);
         }
         leave = mono();
+        if (keep) {
+            ironlock_lock_stop_auto_extend(lock);
+        }
         released_ok = ironlock_release_held(lock, &held) == IRONLOCK_OK;
         if (!released_ok) {
             errors[7]++;
@@ -241,6 +265,9 @@ int main(void) {
         }
         fprintf(log, "\"enter\": %.9f, \"deadline\": %.9f, \"leave\": %.9f, ", enter, deadline,
                 leave);
+        if (lost) {
+            fprintf(log, "\"lost\": true, ");
+        }
         if (ref >= 0) {
             fprintf(log, "\"referee\": %lld, \"fenced_write\": %lld, ", ref, accepted);
         } else {

@@ -69,8 +69,10 @@ const manager = new LockManager(env.CHAOS_NODES.split(','), {
   retryDelay: 50,
   nodeTimeout: Number(env.CHAOS_NODE_TIMEOUT_MS),
   maxTtl: Number(env.CHAOS_MAX_TTL_MS),
-  restartQuarantine: env.CHAOS_QUARANTINE === '1'
+  restartQuarantine: env.CHAOS_QUARANTINE === '1',
+  reseat: (env.CHAOS_RESEAT ?? '1') === '1'
 })
+const keep = env.CHAOS_KEEP === '1' // long holds under auto-extension
 const referee = new Referee(Number(env.CHAOS_REFEREE_PORT))
 const errors = {}
 let n = 0
@@ -89,18 +91,36 @@ while (mono() < end) {
     continue
   }
   const enter = mono()
-  const deadline = enter + lock.validityMs / 1000
+  let deadline = enter + lock.validityMs / 1000
+  const keeper = keep ? lock.keepAlive() : null
   n++
   const rec = { worker: wid, lang: 'node', token: lock.value, fence: lock.fence === null ? null : '@@FENCE@@', enter, deadline }
   if (deadline - enter > margin) {
     rec.referee = await referee.command('INCR', env.CHAOS_COUNTER_KEY)
-    await sleep(Math.max(0, Math.min(hold, deadline - margin - mono())) * 1000)
+    if (keeper) {
+      // Work until the hold ends or the lock is lost; the deadline is the last validity seen
+      // while the lock was neither lost nor about to expire.
+      const until = enter + hold
+      while (mono() < until) {
+        const rem = lock.validityMs / 1000
+        if (lock.isLost() || rem <= margin) {
+          rec.lost = true
+          break
+        }
+        deadline = mono() + rem
+        rec.deadline = deadline
+        await sleep(Math.max(0, Math.min(0.02, until - mono())) * 1000)
+      }
+    } else {
+      await sleep(Math.max(0, Math.min(hold, deadline - margin - mono())) * 1000)
+    }
     rec.fenced_write = await referee.command('EVAL', FENCED_WRITE, 1, env.CHAOS_FENCE_KEY, String(lock.fence ?? 0))
     await referee.command('DECR', env.CHAOS_COUNTER_KEY)
   } else {
     rec.skipped = true
   }
   rec.leave = mono()
+  keeper?.stop()
   try {
     rec.released = (await lock.release()).held
   } catch (e) {

@@ -29,6 +29,7 @@ def main() -> int:
     wait = int(env["CHAOS_WAIT_MS"]) / 1000.0
     margin = int(env["CHAOS_MARGIN_MS"]) / 1000.0
     self_stop = int(env.get("CHAOS_SELF_STOP", "0"))
+    keep = env.get("CHAOS_KEEP") == "1"  # long holds under auto-extension
     resource = env["CHAOS_RESOURCE"]
     counter = env["CHAOS_COUNTER_KEY"]
     fence_key = env["CHAOS_FENCE_KEY"]
@@ -39,6 +40,7 @@ def main() -> int:
         node_timeout=int(env["CHAOS_NODE_TIMEOUT_MS"]) / 1000.0,
         max_ttl=int(env["CHAOS_MAX_TTL_MS"]) / 1000.0,
         restart_quarantine=env["CHAOS_QUARANTINE"] == "1",
+        reseat=env.get("CHAOS_RESEAT", "1") == "1",
     )
     referee = Resp(int(env["CHAOS_REFEREE_PORT"]))
     errors: dict = {}
@@ -54,6 +56,7 @@ def main() -> int:
                 continue
             enter = time.monotonic()
             deadline = enter + lock.remaining
+            keeper = lock.keep_alive() if keep else None
             n += 1
             rec = {"worker": wid, "lang": "py", "token": lock.token, "fence": lock.fence,
                    "enter": enter, "deadline": deadline,
@@ -63,12 +66,27 @@ def main() -> int:
                 if self_stop and n == self_stop:
                     os.kill(os.getpid(), signal.SIGSTOP)  # the orchestrator resumes us later
                     rec["self_stopped"] = True
-                time.sleep(max(0.0, min(hold, deadline - margin - time.monotonic())))
+                if keeper is not None:
+                    # Work until the hold ends or the lock is lost; the deadline is the last
+                    # validity seen while the lock was neither lost nor about to expire.
+                    until = enter + hold
+                    while time.monotonic() < until:
+                        rem = lock.remaining
+                        if lock.lost.is_set() or rem <= margin:
+                            rec["lost"] = True
+                            break
+                        deadline = time.monotonic() + rem
+                        rec["deadline"] = deadline
+                        time.sleep(max(0.0, min(0.02, until - time.monotonic())))
+                else:
+                    time.sleep(max(0.0, min(hold, deadline - margin - time.monotonic())))
                 rec["fenced_write"] = fenced_write(referee, fence_key, lock.fence)
                 referee.command("DECR", counter)
             else:
                 rec["skipped"] = True  # too little validity left to do any work
             rec["leave"] = time.monotonic()
+            if keeper is not None:
+                keeper.stop()
             try:
                 rec["released"] = lock.release()
             except ironlock.IronlockError as e:

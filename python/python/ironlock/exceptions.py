@@ -30,7 +30,7 @@ class NodeReport:
     """One node's part in a round: its URL (password redacted), vote and error text."""
 
     url: str
-    #: "for", "against", "error", "timeout", "not_eligible" or "pending"
+    #: "for", "against", "error", "timeout", "not_eligible", "pending" or (extend only) "reseated"
     vote: str
     error: Optional[str] = None
 
