@@ -183,6 +183,12 @@ export interface Settings {
   maxTtl?: number
   /** Keep restarted nodes out of the quorum. Default true. */
   restartQuarantine?: boolean
+  /**
+   * Re-seat on extension: write a held lock's keys back on a node that restarted and lost
+   * them (never over another client's key), so the lock survives a rolling restart. Default
+   * true.
+   */
+  reseat?: boolean
   /** Prepended to every resource name to form the Redis key. Default "". */
   keyPrefix?: string
   /** A grant needs validity above this, ms. Default 0. */
