@@ -51,7 +51,7 @@ pub use lock::{KeepAlive, Lock, Released};
 pub use manager::{Holder, LockManager, Stats};
 pub use node::NodeStatus;
 pub use quorum::{classify, quorum, validity};
-pub use settings::{SETTINGS, Setting, SettingKind, SettingValue, setting};
+pub use settings::{SETTINGS, Setting, SettingKind, SettingValue, camel_case, setting};
 pub use token::new_token;
 
 /// The crate version.

@@ -42,20 +42,25 @@ pub struct Setting {
 impl Setting {
     /// The name in camelCase (`retry_count` → `retryCount`).
     pub fn camel_name(&self) -> String {
-        let mut out = String::with_capacity(self.name.len());
-        let mut upper = false;
-        for c in self.name.chars() {
-            if c == '_' {
-                upper = true;
-            } else if upper {
-                out.push(c.to_ascii_uppercase());
-                upper = false;
-            } else {
-                out.push(c);
-            }
-        }
-        out
+        camel_case(self.name)
     }
+}
+
+/// A snake_case setting name in camelCase (`tls_ca_cert` → `tlsCaCert`), as Node spells it.
+pub fn camel_case(snake: &str) -> String {
+    let mut out = String::with_capacity(snake.len());
+    let mut upper = false;
+    for c in snake.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A setting's value, converted by a binding according to the row's [`SettingKind`].

@@ -82,6 +82,7 @@ const SETTINGS = {
   connectTimeout: number,
   maxTtl: number,
   restartQuarantine: boolean,
+  reseat: boolean,
   keyPrefix: string,
   minValidity: number,
   maxExtensions: count,

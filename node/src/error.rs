@@ -60,25 +60,20 @@ pub fn in_node_words(e: Error, ttl_name: &str) -> Error {
     Error::new(e.kind(), node_words(e.message(), ttl_name))
 }
 
-/// Core setting names and their Node spellings.
-const SETTINGS: [(&str, &str); 16] = [
-    ("retry_count", "retryCount"),
-    ("retry_delay", "retryDelay"),
-    ("retry_jitter", "retryJitter"),
-    ("drift_factor", "driftFactor"),
-    ("drift_constant", "driftConstant"),
-    ("node_timeout", "nodeTimeout"),
-    ("connect_timeout", "connectTimeout"),
-    ("max_ttl", "maxTtl"),
-    ("restart_quarantine", "restartQuarantine"),
-    ("key_prefix", "keyPrefix"),
-    ("min_validity", "minValidity"),
-    ("max_extensions", "maxExtensions"),
-    ("extension_threshold", "extensionThreshold"),
-    ("tls_ca_cert", "tlsCaCert"),
-    ("tls_client_cert", "tlsClientCert"),
-    ("tls_client_key", "tlsClientKey"),
-];
+/// The TLS settings, set through their own calls (not rows of `ironlock::SETTINGS`).
+const TLS_SETTINGS: [&str; 3] = ["tls_ca_cert", "tls_client_cert", "tls_client_key"];
+
+/// Every core setting name with its Node spelling (from the core's table).
+fn setting_names() -> impl Iterator<Item = (&'static str, String)> {
+    ironlock::SETTINGS
+        .iter()
+        .map(|s| (s.name, s.camel_name()))
+        .chain(
+            TLS_SETTINGS
+                .iter()
+                .map(|&name| (name, ironlock::camel_case(name))),
+        )
+}
 
 fn node_words(message: &str, ttl_name: &str) -> String {
     // The argument the message starts with ("max_ttl: …", "ttl: …").
@@ -87,7 +82,7 @@ fn node_words(message: &str, ttl_name: &str) -> String {
             let named = if head == "ttl" {
                 ttl_name.to_owned()
             } else {
-                match SETTINGS.iter().find(|(core, _)| *core == head) {
+                match setting_names().find(|(core, _)| *core == head) {
                     Some((_, js)) => format!("settings.{js}"),
                     None => head.to_owned(),
                 }
@@ -97,8 +92,8 @@ fn node_words(message: &str, ttl_name: &str) -> String {
         _ => (String::new(), message),
     };
     let mut rest = rest.to_owned();
-    for (core, js) in SETTINGS {
-        rest = replace_word(&rest, core, js);
+    for (core, js) in setting_names() {
+        rest = replace_word(&rest, core, &js);
     }
     format!("{head}{}", durations_in_ms(&rest))
 }
