@@ -544,7 +544,8 @@ SAFE = "0 strict violations, 0 referee hits"
 MUST_FAIL = "quarantine off: strict violations > 0 (the suite can fail)"
 
 HELD = "0 strict violations, 0 referee hits, 0 locks lost while held"
-MUST_LOSE = "reseat off: locks lost while held > 0 (the suite can fail)"
+MUST_LOSE = ("reseat off: locks lost while held > 0 (the suite can fail); a holder learns of "
+             "the loss after the fact, so overlaps may show")
 # Long holds under auto-extension (ttl 1 s, held 5 s) while every node restarts once, 2.5 s apart.
 ROLLING_HELD = dict(nemesis=nem_rolling_slow, langs=("py", "c", "node") * 2, ttl_ms=1000,
                     max_ttl_ms=1000, hold_ms=5000, seconds=14.0, keep=True)
@@ -656,8 +657,6 @@ def verdict(sc: Scenario, c: Dict[str, int]) -> List[str]:
         if c["acquisitions"] < 2:
             bad.append("fewer than 2 acquisitions")
     elif sc.kind == "must_lose":
-        if c["strict"]:
-            bad.append("strict violations")
         if not c["lost"]:
             bad.append("no lock lost")
     elif sc.kind == "safe":
