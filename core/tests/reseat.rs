@@ -12,31 +12,22 @@ use std::time::{Duration, Instant};
 use common::{Cluster, SEC, cluster, ms, unique};
 use ironlock::{AcquireOptions, Config, ErrorKind, LockManager, Vote};
 
-async fn get(url: &str, key: &str) -> Option<String> {
+/// One command on one node, through a connection of its own.
+async fn cmd<T: redis::FromRedisValue>(url: &str, args: &[&str]) -> T {
     let mut conn = redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    redis::cmd("GET")
-        .arg(key)
+    redis::cmd(args[0])
+        .arg(&args[1..])
         .query_async(&mut conn)
         .await
         .unwrap()
 }
 
-async fn set(url: &str, key: &str, value: &str) {
-    let mut conn = redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg(key)
-        .arg(value)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+async fn get(url: &str, key: &str) -> Option<String> {
+    cmd(url, &["GET", key]).await
 }
 
 /// Restart quarantine on, with a short `max_ttl` so that a restarted node sits out
@@ -98,16 +89,8 @@ async fn reseating_writes_only_to_restarted_nodes_never_over_a_token_and_rolls_b
     assert_eq!(m.node_status()[4].reseats, 1);
 
     // A key gone from a node that did not restart is never written back.
-    let mut conn = redis::Client::open(urls[0].as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let _: () = redis::cmd("DEL")
-        .arg(&r)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let deleted: i64 = cmd(&urls[0], &["DEL", &r]).await;
+    assert_eq!(deleted, 1);
     lock.extend(3 * SEC).await.expect("nodes 1 to 3 hold it");
     assert!(matches!(
         lock.report().nodes[0].vote,
@@ -122,7 +105,7 @@ async fn reseating_writes_only_to_restarted_nodes_never_over_a_token_and_rolls_b
     // refuse, 2 is in quarantine), so it takes that key back.
     restart(&mut c, &m, 3).await;
     restart(&mut c, &m, 2).await;
-    set(&urls[3], &r, "someone-else").await;
+    let _: () = cmd(&urls[3], &["SET", &r, "someone-else"]).await;
     let deadline = lock.deadline();
     let e = lock.extend(3 * SEC).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
