@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use crate::cluster::Cluster;
 use crate::config::{Config, quote_resources, validate_resources};
 use crate::error::{Error, ErrorKind, Report, Result, Vote, with_summary};
-use crate::lock::{Lock, LockInner, LockState, release_on, seated_on};
+use crate::lock::{Lock, LockInner, LockState, release_on, seated_at_acquire};
 use crate::node::{Failure, Node};
 use crate::quorum::{self, Reply, Round, Tally};
 use crate::scripts;
@@ -151,6 +151,9 @@ async fn acquire_round(
 ) -> Result<Lock> {
     let config = &cluster.config;
     cluster.rounds.fetch_add(1, Ordering::Relaxed);
+    // Read before the round: a node that reconnects to a restarted process during the round
+    // must look restarted to the first extension.
+    let seated = seated_at_acquire(cluster);
     let t1 = Instant::now();
     let round = quorum::run(&cluster.nodes, Tally::Eligible, t1, |node| {
         let req = req.clone();
@@ -213,7 +216,6 @@ async fn acquire_round(
         report.rounds = round_no;
         report.elapsed = elapsed_report;
         let (lost_tx, _) = watch::channel(false);
-        let seated = seated_on(cluster, &report);
         return Ok(Lock {
             inner: Arc::new(LockInner {
                 cluster: cluster.clone(),

@@ -22,25 +22,23 @@ pub(crate) struct LockState {
     pub(crate) extensions: u32,
     pub(crate) released: bool,
     pub(crate) report: Report,
-    /// Per node, the lifetime of its data ([`Node::data_epoch`]) in which it last held our keys,
-    /// or 0 when unknown (it did not answer "yes"). An extension that finds the keys absent on a
-    /// node whose data epoch moved on since then may write them back (SPEC §12). Empty when
-    /// re-seating is off.
+    /// Per node, the lifetime of its data ([`Node::data_epoch`]) that the lock last knew: the one
+    /// at acquire, then the one of its last "yes" (0: the node was never reached). A node whose
+    /// data epoch moved on since then restarted after the lock was acquired, and an extension
+    /// that finds the keys absent there may write them back (SPEC §12). Empty when re-seating is
+    /// off.
     pub(crate) seated: Vec<u64>,
 }
 
-/// [`LockState::seated`] after a round that `report` describes: the nodes that may hold our keys
-/// now (a "yes", or a request the round did not wait for).
-pub(crate) fn seated_on(cluster: &Cluster, report: &Report) -> Vec<u64> {
+/// [`LockState::seated`] at acquire: every node's data epoch then, whatever it answered. A node
+/// that was down or held another client's key when the lock was granted and restarts later is
+/// re-seated like the others: it restarted after the acquire, and the key is written only where
+/// it is absent.
+pub(crate) fn seated_at_acquire(cluster: &Cluster) -> Vec<u64> {
     if !cluster.config.reseat {
         return Vec::new();
     }
-    cluster
-        .nodes
-        .iter()
-        .zip(&report.nodes)
-        .map(|(node, r)| if r.may_hold() { node.data_epoch() } else { 0 })
-        .collect()
+    cluster.nodes.iter().map(|node| node.data_epoch()).collect()
 }
 
 pub(crate) struct LockInner {
@@ -411,8 +409,14 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
         let mut st = lock.state();
         st.report = round.report.clone();
         if granted {
+            // Only an answer moves a node's seat to its current data epoch. A request the round
+            // did not wait for (`Pending`, `Timeout`) may have failed on the node (a re-seat
+            // finding another client's key, say): its seat stays where it was, so that a restarted
+            // node is asked to re-seat again rather than never (a re-seat that did happen answers
+            // "extended" the next time).
             for (i, r) in round.report.nodes.iter().enumerate() {
-                if r.may_hold() && i < st.seated.len() {
+                let answered_yes = matches!(r.vote, Vote::For | Vote::NotEligible | Vote::Reseated);
+                if answered_yes && i < st.seated.len() {
                     st.seated[i] = epochs[i];
                 }
             }

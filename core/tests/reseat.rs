@@ -44,6 +44,11 @@ fn quarantined(c: &Cluster, max_ttl: Duration) -> Config {
 async fn restart(c: &mut Cluster, m: &LockManager, i: usize) {
     let before = m.node_status()[i].run_id.clone();
     tokio::task::block_in_place(|| c.restart(i)).unwrap();
+    reconnected(m, i, &before).await;
+}
+
+/// Waits until `m` is connected to node `i` in a process other than `before` (a run_id).
+async fn reconnected(m: &LockManager, i: usize, before: &str) {
     let deadline = Instant::now() + 5 * SEC;
     loop {
         // Any request notices the broken connection and starts the reconnection.
@@ -124,6 +129,72 @@ async fn reseating_writes_only_to_restarted_nodes_never_over_a_token_and_rolls_b
     );
     assert!(!lock.is_lost());
     lock.release().await;
+}
+
+/// A re-seat that the round did not wait for may have failed on its node (here: another
+/// client's key was still there): the next extension asks that node again instead of never. A
+/// node that was down at acquire and restarted is re-seated too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_after_the_acquire_is_reseated_even_if_it_did_not_answer_yes() {
+    let mut c = cluster(5);
+    let urls = c.urls();
+    let m = LockManager::new(quarantined(&c, 3 * SEC)).await.unwrap();
+    tokio::time::sleep(ms(4200)).await;
+    let r = unique("late-reseat");
+    let lock = m.acquire(&[&r], 3 * SEC).await.expect("granted");
+    restart(&mut c, &m, 4).await;
+    // Node 4 holds another client's key and answers late: the round is decided without it and
+    // the re-seat it was sent finds that key.
+    let _: () = cmd(&urls[4], &["SET", &r, "someone-else", "PX", "400"]).await;
+    let _: () = cmd(&urls[4], &["CLIENT", "PAUSE", "300"]).await;
+    lock.extend(3 * SEC).await.expect("four nodes hold it");
+    assert_eq!(
+        lock.report().nodes[4].vote,
+        Vote::Pending,
+        "{:?}",
+        lock.report()
+    );
+    // The pause is over and the other key expired.
+    tokio::time::sleep(ms(500)).await;
+    assert_eq!(get(&urls[4], &r).await, None);
+    assert_eq!(m.node_status()[4].reseats, 0);
+    lock.extend(3 * SEC).await.expect("granted");
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(get(&urls[4], &r).await.as_deref(), Some(lock.token()));
+    assert_eq!(m.node_status()[4].reseats, 1);
+    lock.release().await;
+
+    // A node that was down when the lock was granted and comes back (a new process) restarted
+    // after the acquire: it is re-seated like the others.
+    let before = m.node_status()[3].run_id.clone();
+    tokio::task::block_in_place(|| c.kill(3)).unwrap();
+    let deadline = Instant::now() + 5 * SEC;
+    while m.node_status()[3].connected {
+        assert!(
+            Instant::now() < deadline,
+            "the kill of node 3 went unnoticed"
+        );
+        if let Ok(probe) = m.acquire(&[unique("probe")], ms(500)).await {
+            probe.release().await;
+        }
+        tokio::time::sleep(ms(20)).await;
+    }
+    let r = unique("down-at-acquire");
+    let lock = m.acquire(&[&r], 3 * SEC).await.expect("four nodes");
+    assert_eq!(
+        lock.report().nodes[3].vote,
+        Vote::Error,
+        "{:?}",
+        lock.report()
+    );
+    tokio::task::block_in_place(|| c.start_node(3)).unwrap();
+    reconnected(&m, 3, &before).await;
+    lock.extend(3 * SEC).await.expect("granted");
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(get(&urls[3], &r).await.as_deref(), Some(lock.token()));
+    assert_eq!(m.node_status()[3].reseats, 1);
+    lock.release().await;
+    assert_eq!(get(&urls[3], &r).await, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

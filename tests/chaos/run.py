@@ -573,10 +573,7 @@ def scenarios() -> List[Scenario]:
         Scenario("rolling-restart", nem_rolling, "safe", SAFE, **RESTART),
         Scenario("rolling-restart", nem_rolling, "must_fail", MUST_FAIL, quarantine=False,
                  **RESTART),
-        # Reported, not required: 1 run in 5 failed here with unknown cause (a lock granted while
-        # a node was down is never re-seated there, SPEC §12; to be pinned down before gating).
-        Scenario("rolling-restart-held", kind="report", expect="reported only: " + HELD,
-                 **ROLLING_HELD),
+        Scenario("rolling-restart-held", kind="held", expect=HELD, **ROLLING_HELD),
         Scenario("rolling-restart-held-noreseat", kind="must_lose", expect=MUST_LOSE,
                  reseat=False, **ROLLING_HELD),
         Scenario("isolate-heal-restart", nem_isolate_then_restart, "safe", SAFE,
