@@ -103,6 +103,9 @@ impl Cluster {
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.notifier.shutdown();
+        for node in &self.nodes {
+            node.close();
+        }
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {

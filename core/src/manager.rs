@@ -21,6 +21,8 @@ pub struct Stats {
     pub granted: u64,
     /// Waits ended early by a release notification.
     pub wakeups: u64,
+    /// Keys written back on restarted nodes by extensions (SPEC §12), over every node.
+    pub reseats: u64,
 }
 
 /// What one node holds for one key (for `ironlock status`).
@@ -94,6 +96,12 @@ impl LockManager {
             rounds: self.cluster.rounds.load(Ordering::Relaxed),
             granted: self.cluster.granted.load(Ordering::Relaxed),
             wakeups: self.cluster.notifier.wakeups.load(Ordering::Relaxed),
+            reseats: self
+                .cluster
+                .nodes
+                .iter()
+                .map(|n| n.counters.reseats.load(Ordering::Relaxed))
+                .sum(),
         }
     }
 
@@ -112,8 +120,10 @@ impl LockManager {
         self.cluster.inflight.wait(limit).await;
     }
 
-    /// Stops background tasks; later operations fail with `Unavailable`. Locks already granted
-    /// are not released (release them first).
+    /// Stops background tasks and closes the connections to the nodes at once (not when the
+    /// last clone of the manager or of a lock it granted is dropped); later operations fail with
+    /// `Unavailable`, and locks it granted can no longer be extended or released (release them
+    /// first: otherwise their keys stay until their ttl).
     pub fn close(&self) {
         self.cluster.close();
     }

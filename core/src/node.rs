@@ -44,6 +44,8 @@ struct State {
     info: Option<ServerInfo>,
     connected_at: Option<Instant>,
     last_error: Option<String>,
+    /// Set by [`Node::close`]: no connection is kept or made any more.
+    closed: bool,
 }
 
 /// Counters of one node's votes since the manager started.
@@ -169,6 +171,7 @@ impl Node {
                 info: None,
                 connected_at: None,
                 last_error: Some("not connected yet".to_owned()),
+                closed: false,
             }),
             reconnecting: AtomicBool::new(false),
             unresolvable: AtomicBool::new(false),
@@ -316,6 +319,10 @@ impl Node {
         self.set_nx_get
             .store(major.is_some_and(|m| m >= 7), Ordering::Relaxed);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.closed {
+            // The manager closed while this connection was being made: drop it.
+            return Ok(());
+        }
         let same_data = st
             .info
             .as_ref()
@@ -342,8 +349,26 @@ impl Node {
             .last_error = Some(e);
     }
 
+    /// Closes the connection for good (the manager closed): the socket is released now, not
+    /// when the last handle of the manager goes away, and no reconnection is made. Requests
+    /// still in flight finish on their own handle of the connection.
+    pub(crate) fn close(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.closed = true;
+        st.conn = None;
+        st.connected_at = None;
+        st.last_error = Some("the lock manager is closed".to_owned());
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).closed
+    }
+
     /// Starts the background reconnect loop on the manager's runtime unless one runs already.
     fn schedule_reconnect(self: &Arc<Self>) {
+        if self.is_closed() {
+            return;
+        }
         if self.reconnecting.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -353,6 +378,9 @@ impl Node {
             loop {
                 tokio::time::sleep(backoff).await;
                 let Some(node) = weak.upgrade() else { return };
+                if node.is_closed() {
+                    return;
+                }
                 match node.try_connect().await {
                     Ok(()) => {
                         node.counters.reconnects.fetch_add(1, Ordering::Relaxed);

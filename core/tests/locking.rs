@@ -496,3 +496,44 @@ async fn each_release_wakes_one_waiter_in_turn() {
     }
     assert_eq!(waiters.stats().wakeups, 4, "{:?}", waiters.stats());
 }
+
+/// Clients connected to the node at `url`, as the node counts them.
+async fn connected_clients(url: &str) -> u64 {
+    let mut conn = redis_conn(url).await;
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// `close()` closes the connections at once (a Node or Python manager object may live on until
+/// the garbage collector runs), even while a lock it granted is still around, and never
+/// reconnects.
+#[tokio::test]
+async fn close_closes_the_connections_at_once_and_for_good() {
+    let c = cluster(3);
+    let url = c.urls()[0].clone();
+    // The probe's own connection is counted too: compare against a baseline measured alike.
+    let before = connected_clients(&url).await;
+    let m = manager(&c).await;
+    let lock = m.acquire(&[unique("close")], SEC).await.expect("granted");
+    assert_eq!(connected_clients(&url).await, before + 1);
+    lock.release().await;
+    m.close();
+    let deadline = Instant::now() + 2 * SEC;
+    while connected_clients(&url).await != before {
+        assert!(Instant::now() < deadline, "the connection stayed open");
+        tokio::time::sleep(ms(20)).await;
+    }
+    let e = m.acquire(&[unique("close")], SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(e.to_string().contains("closed"), "{e}");
+    tokio::time::sleep(ms(300)).await;
+    assert_eq!(connected_clients(&url).await, before, "it reconnected");
+    drop(lock);
+}

@@ -295,6 +295,8 @@ async fn a_lock_held_through_a_rolling_restart_of_every_node_is_kept() {
         "the holder was told it was lost"
     );
     assert!(reseats >= 5, "every node re-seated: {:?}", on.node_status());
+    assert_eq!(on.stats().reseats, reseats);
+    assert_eq!(off.stats().reseats, 0);
     assert!(
         held_off.is_lost(),
         "re-seat off: a lock whose keys every node forgot must be lost ({:?})",

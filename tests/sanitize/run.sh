@@ -109,6 +109,10 @@ for link in shared static; do
   asan "8 threads contending ($link)" "$BUILD/test_threads-$link" 10
   asan "C++17 ($link)" "$BUILD/test_cpp-$link"
   asan "ffi/examples/basic.c ($link)" "$BUILD/basic-$link" "${URLS[@]}"
+  # The C soak at reduced counts (its own 5 nodes): manager churn, lock cycles, a reconnect
+  # storm; no RSS limit (ASan's quarantine holds freed memory), fds and threads still checked.
+  asan "soak, lenient ($link)" python3 "$REPO/tests/soak/run.py" --short --lenient --only c \
+    --c-worker "$BUILD/soak_worker-$link"
 done
 
 echo quit >&"${NODES[1]}"

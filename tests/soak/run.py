@@ -263,24 +263,29 @@ def run_lang(lang: str, argv: List[str], extra_env: Dict[str, str], h: Harness,
         r.cells["managers"] = "%d: %s" % (args.managers, growth(r, "managers", m0, m1,
                                                                 not lenient))
 
-        # Cycles: baseline after warm-up, storm, end sample while still cycling and connected
-        # to every node.
+        # Cycles: the storm runs from the start; the baseline is taken after the warm-up (the
+        # first 10 % of the cycles, storm included: the high-water marks of its backlogs belong
+        # to the steady state), the end sample after the last cycle and storm event, both while
+        # the worker cycles and is connected to every node.
         deadline = time.monotonic() + args.max_seconds
-        while w.done("cycles") < args.warmup and time.monotonic() < deadline:
-            if w.p.poll() is not None:
-                raise RuntimeError("%s exited during warm-up; see %s" % (lang, w.err.name))
-            time.sleep(0.1)
+
+        def wait_cycles(n: int) -> None:
+            while w.done("cycles") < n and time.monotonic() < deadline:
+                if w.p.poll() is not None:
+                    raise RuntimeError("%s exited during the cycles; see %s" % (lang, w.err.name))
+                time.sleep(0.1)
+
+        wait_cycles(1)
         t0, n0 = time.monotonic(), w.done("cycles")
+        time.sleep(2.0)
+        rate = max(1.0, (w.done("cycles") - n0) / max(0.001, time.monotonic() - t0))
+        storm = Storm(h, args.kills, args.stops, max(1.0, (args.cycles - w.done("cycles")) / rate))
+        storm.start()
+        wait_cycles(args.warmup)
         r.check(wait_connected(w, h.ports, 30 * slow), "not connected to every node after warm-up")
         c0 = sample(pid)
-        time.sleep(min(2.0, args.sample))
-        rate = max(1.0, (w.done("cycles") - n0) / max(0.001, time.monotonic() - t0))
-        seconds = max(1.0, (args.cycles - w.done("cycles")) / rate)
-        storm = Storm(h, args.kills, args.stops, seconds)
-        storm.start()
-        while (w.done("cycles") < args.cycles or storm.is_alive()) and time.monotonic() < deadline:
-            if w.p.poll() is not None:
-                raise RuntimeError("%s exited during the cycles; see %s" % (lang, w.err.name))
+        wait_cycles(args.cycles)
+        while storm.is_alive() and time.monotonic() < deadline:
             time.sleep(0.2)
         storm.join(timeout=5)
         r.check(storm.error is None, "storm: %s" % storm.error)
@@ -395,7 +400,7 @@ def main() -> int:
     args.lenient = args.lenient or bool(args.wrap)
     if args.lenient:
         args.cycles, args.managers = min(args.cycles, 2_000), min(args.managers, 30)
-    args.warmup = max(1_000, args.cycles // 20)
+    args.warmup = max(1_000, args.cycles // 10)
     args.max_seconds = 3600.0 if not args.short else 600.0
     args.langs = [x for x in args.only.split(",") if x]
     unknown = set(args.langs) - set(LANGS)
@@ -440,6 +445,12 @@ def main() -> int:
     print("\nper-sample series and worker logs: %s" % workdir)
     (REPO / "target" / "soak").mkdir(parents=True, exist_ok=True)
     (REPO / "target" / "soak" / "results.md").write_text(head + "\n\n" + table + "\n")
+    for r in results:
+        log_file = workdir / (r.lang + ".log")
+        if r.problems and log_file.exists():
+            tail = log_file.read_text(errors="replace").splitlines()[-40:]
+            print("\n%s worker's stderr (last %d lines):\n%s" % (r.lang, len(tail),
+                                                                  "\n".join(tail)))
     failed = [r.lang for r in results if r.problems]
     print("\nsoak: %d languages, %d passed, %d failed%s" % (
         len(results), len(results) - len(failed), len(failed),
