@@ -163,6 +163,13 @@ export declare function nodeUrl(what: string, parts: NodeParts): string
 /** Q = floor(N / 2) + 1: the quorum of `n` nodes, as the core computes it. */
 export declare function quorum(n: number): number
 
+/**
+ * Every manager setting as `[name, kind]`, from the core's table (plus the TLS settings, kind
+ * `pem`): the JS layer builds its type checks from it, so no setting is listed twice. Kinds:
+ * `count`, `optionalCount`, `duration`, `optionalDuration`, `fraction`, `flag`, `text`, `pem`.
+ */
+export declare function settingKinds(): Array<Array<string>>
+
 /** Manager settings; every field is optional and defaults as in the core. */
 export interface Settings {
   /** Further rounds after the first (0 = try once, -1 = retry until acquired). Default 10. */

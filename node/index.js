@@ -844,4 +844,5 @@ module.exports.drain = nativeBinding.drain
 module.exports.nodesFromEnv = nativeBinding.nodesFromEnv
 module.exports.nodeUrl = nativeBinding.nodeUrl
 module.exports.quorum = nativeBinding.quorum
+module.exports.settingKinds = nativeBinding.settingKinds
 module.exports.splitNodeList = nativeBinding.splitNodeList

@@ -72,24 +72,22 @@ function plainObject(name, v) {
   return v
 }
 
-const SETTINGS = {
-  retryCount: count,
-  retryDelay: number,
-  retryJitter: number,
-  driftFactor: count,
-  driftConstant: number,
-  nodeTimeout: number,
-  connectTimeout: number,
-  maxTtl: number,
-  restartQuarantine: boolean,
-  reseat: boolean,
-  keyPrefix: string,
-  minValidity: number,
-  maxExtensions: count,
-  extensionThreshold: number,
-  tlsCaCert: pem,
-  tlsClientCert: pem,
-  tlsClientKey: pem,
+// The type check of each manager setting, by the kind the core's settings table gives it.
+const CHECK_BY_KIND = {
+  count,
+  optionalCount: count,
+  duration: number,
+  optionalDuration: number,
+  fraction: count,
+  flag: boolean,
+  text: string,
+  pem,
+}
+const SETTINGS = {}
+const OPTIONAL = new Set()
+for (const [name, kind] of require('../index.js').settingKinds()) {
+  SETTINGS[name] = CHECK_BY_KIND[kind]
+  if (kind.startsWith('optional')) OPTIONAL.add(name)
 }
 
 // node-redlock's names for the same settings.
@@ -114,8 +112,8 @@ function settings(v, name = 'settings') {
     const check = SETTINGS[setting]
     if (!check) throw invalid(`${name}.${cut(key)}: unknown setting`)
     if (value === undefined) continue
-    // maxExtensions: null means unlimited (the default).
-    if (setting === 'maxExtensions' && value === null) continue
+    // An optional setting (maxExtensions, extensionThreshold): null means its default.
+    if (OPTIONAL.has(setting) && value === null) continue
     out[setting] = check(`${name}.${key}`, value)
   }
   return out

@@ -61,7 +61,7 @@ pub fn in_node_words(e: Error, ttl_name: &str) -> Error {
 }
 
 /// The TLS settings, set through their own calls (not rows of `ironlock::SETTINGS`).
-const TLS_SETTINGS: [&str; 3] = ["tls_ca_cert", "tls_client_cert", "tls_client_key"];
+pub(crate) const TLS_SETTINGS: [&str; 3] = ["tls_ca_cert", "tls_client_cert", "tls_client_key"];
 
 /// Every core setting name with its Node spelling (from the core's table).
 fn setting_names() -> impl Iterator<Item = (&'static str, String)> {

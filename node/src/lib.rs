@@ -74,3 +74,31 @@ pub fn quorum(n: u32) -> u32 {
 pub fn core_version() -> String {
     ironlock::VERSION.to_owned()
 }
+
+/// Every manager setting as `[name, kind]`, from the core's table (plus the TLS settings, kind
+/// `pem`): the JS layer builds its type checks from it, so no setting is listed twice. Kinds:
+/// `count`, `optionalCount`, `duration`, `optionalDuration`, `fraction`, `flag`, `text`, `pem`.
+#[napi_derive::napi]
+pub fn setting_kinds() -> Vec<Vec<String>> {
+    use ironlock::SettingKind;
+    ironlock::SETTINGS
+        .iter()
+        .map(|s| {
+            let kind = match s.kind {
+                SettingKind::Count => "count",
+                SettingKind::OptionalCount => "optionalCount",
+                SettingKind::Duration => "duration",
+                SettingKind::OptionalDuration => "optionalDuration",
+                SettingKind::Fraction => "fraction",
+                SettingKind::Flag => "flag",
+                SettingKind::Text => "text",
+            };
+            vec![s.camel_name(), kind.to_owned()]
+        })
+        .chain(
+            error::TLS_SETTINGS
+                .iter()
+                .map(|name| vec![ironlock::camel_case(name), "pem".to_owned()]),
+        )
+        .collect()
+}

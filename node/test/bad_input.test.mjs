@@ -3,6 +3,7 @@
 
 import { before, after, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
 import { inspect } from 'node:util'
 
 import { LockManager, InvalidArgumentError, ConnectionError, IronlockError } from '../lib/index.mjs'
@@ -114,6 +115,21 @@ describe('bad input', () => {
     ]
     for (const [settings, name] of cases) {
       assert.throws(() => new LockManager([url], settings), isInvalid(name), String(Object.keys(settings)))
+    }
+  })
+
+  it("constructor: every setting of the core's table is type-checked; optional ones take null", async () => {
+    const url = cluster.urls[0]
+    const kinds = createRequire(import.meta.url)('../index.js').settingKinds()
+    const names = kinds.map(([name]) => name)
+    for (const expected of ['retryCount', 'maxTtl', 'reseat', 'keyPrefix', 'maxExtensions', 'tlsCaCert']) {
+      assert.ok(names.includes(expected), `${expected} in ${names}`)
+    }
+    for (const [name, kind] of kinds) {
+      assert.throws(() => new LockManager([url], { [name]: {} }), isInvalid(`settings.${name}`), name)
+      if (kind.startsWith('optional')) {
+        await new LockManager([url], { ...TEST_SETTINGS, [name]: null }).close()
+      }
     }
   })
 

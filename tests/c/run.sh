@@ -148,7 +148,7 @@ vg "basic.c" "$BUILD/basic-static" "${URLS[@]}"
 vg "old binary (0.1.0 header)" "$BUILD/abi_v0"
 # The C soak at reduced counts under valgrind (its own 5 nodes; valgrind's report goes to the
 # worker's log, which run.py prints on failure): manager churn, lock cycles, a reconnect storm.
-run "soak under valgrind (2,000 cycles, 30 managers, 10 kills, 4 stops)" \
+run "soak under valgrind (1,500 cycles, 20 managers, 10 kills, 4 stops)" \
   python3 "$REPO/tests/soak/run.py" --short --only c --c-worker "$BUILD/soak_worker-shared" \
   --wrap "${VALGRIND[*]}"
 
