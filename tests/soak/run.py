@@ -40,7 +40,10 @@ LENIENT_TTL_MS = 2000
 LENIENT_NODE_TIMEOUT_MS = 1000
 PAUSE_S = 0.5  # how long the paused node stays stopped (longer than node_timeout)
 RSS_LIMIT_KB = 2048
-CALL_SLACK_MS = 300  # a call may take node_timeout plus this (scheduling, GC, a slow machine)
+CALL_SLACK_MS = 300
+# The warm-up lasts at least this long, and so does the measured part after it: a JIT (Node)
+# and allocators reach their steady state in seconds, not in a count of cycles.
+WARM_S = 10.0  # a call may take node_timeout plus this (scheduling, GC, a slow machine)
 
 
 def log(msg: str) -> None:
@@ -268,7 +271,7 @@ def run_lang(lang: str, argv: List[str], extra_env: Dict[str, str], h: Harness,
                                                                 not lenient))
 
         # Cycles: the storm runs from the start; the baseline is taken after the warm-up (the
-        # first 10 % of the cycles, storm included: the high-water marks of its backlogs belong
+        # first 10 % of the cycles and at least WARM_S, storm included: the high-water marks of its backlogs belong
         # to the steady state), the end sample after the last cycle and storm event, both while
         # the worker cycles and is connected to every node.
         deadline = time.monotonic() + args.max_seconds
@@ -286,10 +289,13 @@ def run_lang(lang: str, argv: List[str], extra_env: Dict[str, str], h: Harness,
         storm = Storm(h, args.kills, args.stops, max(1.0, (args.cycles - w.done("cycles")) / rate))
         storm.start()
         wait_cycles(args.warmup)
+        while time.monotonic() - t0 < WARM_S and time.monotonic() < deadline:
+            time.sleep(0.1)
         r.check(wait_connected(w, h.ports, 30 * slow), "not connected to every node after warm-up")
-        c0 = sample(pid)
+        c0, t_base = sample(pid), time.monotonic()
         wait_cycles(args.cycles)
-        while storm.is_alive() and time.monotonic() < deadline:
+        while (storm.is_alive() or time.monotonic() - t_base < WARM_S) and \
+                time.monotonic() < deadline:
             time.sleep(0.2)
         storm.join(timeout=5)
         r.check(storm.error is None, "storm: %s" % storm.error)
@@ -373,7 +379,7 @@ def build(args: argparse.Namespace) -> Dict[str, List[str]]:
     py = args.python or str(REPO / ".venv" / "bin" / "python")
     cmds["py"] = [py, str(HERE / "worker.py")]
     cmds["pyasync"] = cmds["py"]
-    cmds["node"] = ["node", str(HERE / "worker.mjs")]
+    cmds["node"] = ["node", "--expose-gc", str(HERE / "worker.mjs")]
     return cmds
 
 

@@ -19,7 +19,13 @@ function env (name) {
   return v
 }
 
-const emit = (fields) => writeSync(1, JSON.stringify(fields) + '\n')
+// With --expose-gc (run.py passes it) a full collection runs with every progress line, so that
+// the RSS run.py samples follows the live objects, not how far V8 lets its heap grow first.
+const collect = globalThis.gc ?? (() => {})
+const emit = (fields) => {
+  if (fields.event === 'progress') collect()
+  writeSync(1, JSON.stringify(fields) + '\n')
+}
 const now = () => Number(process.hrtime.bigint()) / 1e6 // ms, CLOCK_MONOTONIC
 
 const nodes = env('SOAK_NODES').split(',')
