@@ -113,11 +113,14 @@ async fn a_paused_node_times_out_instead_of_hanging() {
 async fn eight_tasks_keep_a_shared_counter_exact() {
     let c = cluster(3);
     let referee = cluster(1);
+    // A generous node timeout: this test is about mutual exclusion, and a busy machine must not
+    // turn a slow reply into a release that "did not find a quorum".
     let m = LockManager::new(
         config(&c)
             .retry_count(10_000)
             .retry_delay(ms(20))
-            .retry_jitter(ms(10)),
+            .retry_jitter(ms(10))
+            .node_timeout(2 * SEC),
     )
     .await
     .unwrap();
