@@ -69,6 +69,11 @@ class Soak:
             os.path.exists(os.path.join(self.control, "stop"))
             or time.monotonic() - self.started >= self.max_seconds)
 
+    def attempted(self, since: float) -> None:
+        """Counts one acquire call that started at `since` (monotonic seconds)."""
+        self.max_acquire = max(self.max_acquire, time.monotonic() - since)
+        self.done += 1
+
     def failure(self, resource: str, e: ironlock.IronlockError) -> None:
         self.failed[e.code] = self.failed.get(e.code, 0) + 1
         clear = isinstance(e, ironlock.QuorumUnavailableError) and resource in str(e)
@@ -127,12 +132,10 @@ def run_sync(s: Soak) -> None:
         try:
             lock = m.acquire(resource, s.ttl)
         except ironlock.IronlockError as e:
-            s.max_acquire = max(s.max_acquire, time.monotonic() - t)
-            s.done += 1
+            s.attempted(t)
             s.failure(resource, e)
         else:
-            s.max_acquire = max(s.max_acquire, time.monotonic() - t)
-            s.done += 1
+            s.attempted(t)
             s.granted += 1
             t = time.monotonic()
             lock.release()
@@ -183,12 +186,10 @@ async def run_async(s: Soak) -> None:
         try:
             lock = await m.acquire(resource, s.ttl)
         except ironlock.IronlockError as e:
-            s.max_acquire = max(s.max_acquire, time.monotonic() - t)
-            s.done += 1
+            s.attempted(t)
             s.failure(resource, e)
         else:
-            s.max_acquire = max(s.max_acquire, time.monotonic() - t)
-            s.done += 1
+            s.attempted(t)
             s.granted += 1
             t = time.monotonic()
             await lock.release()
