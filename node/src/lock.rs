@@ -10,7 +10,7 @@ use napi_derive::napi;
 
 use crate::complete::{Completer, Done};
 use crate::error::{boundary, in_node_words, to_napi};
-use crate::runtime::{EnvScope, enter};
+use crate::runtime::EnvScope;
 use crate::settings::millis;
 
 /// A lock granted by a quorum. Dropping it does not release it.
@@ -151,11 +151,7 @@ impl NativeLock {
     #[napi(catch_unwind)]
     pub fn keep_alive(&self) -> Result<()> {
         boundary(|| {
-            let keeper = {
-                let _runtime = enter();
-                self.lock.keep_alive()
-            };
-            *self.keeper() = Some(keeper);
+            *self.keeper() = Some(self.lock.keep_alive());
             Ok(())
         })
     }

@@ -5,7 +5,7 @@
 //! thread that `require`s `ironlock` gets its own module instance, and environments start and
 //! end in any order, concurrently or one after another. So:
 //!
-//! - One process-wide runtime ([`spawn`], [`enter`]), built on first use and never shut down.
+//! - One process-wide runtime ([`spawn`]), built on first use and never shut down.
 //!   napi-rs's own runtime is not used (the crate builds napi without its `async` feature): it
 //!   is shut down whenever the last environment that loaded the addon exits and rebuilt, with
 //!   napi's defaults, by the next one, which would kill the core's background work (the last
@@ -25,7 +25,7 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 use futures_util::FutureExt;
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, Result};
-use tokio::runtime::{EnterGuard, Runtime};
+use tokio::runtime::Runtime;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -52,11 +52,6 @@ where
     F::Output: Send + 'static,
 {
     RUNTIME.spawn(fut)
-}
-
-/// Enters the addon's runtime on the calling thread (for core calls that spawn tasks).
-pub fn enter() -> EnterGuard<'static> {
-    RUNTIME.enter()
 }
 
 /// Resolves once the flag behind `rx` is set; never when its sender is dropped unset.

@@ -357,8 +357,9 @@ def judge_end(r: Result, end: Dict[str, Any], args: argparse.Namespace, lenient:
     r.check(granted * 2 >= done, "only %d of %d acquires granted" % (granted, done))
     r.check(set(failed) <= {"unavailable"}, "failures other than unavailable: %s" % failed)
     r.check(not end["unclear"], "unclear errors: %s" % end["unclear"])
-    r.check(int(end["held_lost"]) == 0, "%s of %s held locks lost"
-            % (end["held_lost"], end["held"]))
+    r.check(int(end["held_lost"]) == 0, "%s of %s held locks lost%s"
+            % (end["held_lost"], end["held"],
+               "".join("\n  %s" % json.dumps(x) for x in end.get("held_lost_reports", []))))
     bound = args.node_timeout_ms + CALL_SLACK_MS
     acq, rel = float(end["max_acquire_ms"]), float(end["max_release_ms"])
     r.cells["max call"] = "%.0f / %.0f ms" % (acq, rel)

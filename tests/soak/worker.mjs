@@ -93,6 +93,15 @@ for (let i = 0; i < heldCount; i++) {
   const lock = await manager.acquire([`${prefix}:held:${i}`], ttl)
   held.push({ lock, keeper: lock.keepAlive() })
 }
+// The first time each held lock is seen lost: when (ms into the cycles) and its last report.
+const lostReports = new Map()
+const noteLost = () => {
+  held.forEach(({ lock }, i) => {
+    if (!lostReports.has(i) && (lock.isLost() || !lock.isValid())) {
+      lostReports.set(i, { lock: i, at_ms: Math.round(now() - started), report: lock.report })
+    }
+  })
+}
 const resources = Array.from({ length: 16 }, (_, i) => `${prefix}:cycle:${i}`)
 let done = 0
 let granted = 0
@@ -124,12 +133,14 @@ for (;;) {
     maxRelease = Math.max(maxRelease, now() - t)
   }
   if (now() - last >= 500) {
+    noteLost()
     const failures = Object.values(failed).reduce((a, b) => a + b, 0)
     emit({ event: 'progress', phase: 'cycles', done, granted, failed: failures })
     last = now()
   }
 }
-const heldLost = held.filter(({ lock }) => lock.isLost() || !lock.isValid()).length
+noteLost()
+const heldLost = lostReports.size
 for (const { lock, keeper } of held) {
   keeper.stop()
   await lock.release()
@@ -143,7 +154,8 @@ emit({
   max_acquire_ms: maxAcquire,
   max_release_ms: maxRelease,
   held: heldCount,
-  held_lost: heldLost
+  held_lost: heldLost,
+  held_lost_reports: [...lostReports.values()]
 })
 await waitFor('quit')
 await manager.close()
