@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ironlock's benchmark: ironlock (Rust, C, Python sync/asyncio, Node) side by side with the peers
-# (node-redlock, @sesamecare-oss/redlock, pottery, aioredlock, rslock) and a hand-written lower
+# (node-redlock, @sesamecare-oss/redlock, redis-semaphore, redlock-universal, pottery, aioredlock,
+# rslock) and a hand-written lower
 # bound, all on the same local redis nodes in one run.
 #
 #   bench/run.sh            full run (about 20-25 minutes); writes bench/results/<stamp>.{md,jsonl}
@@ -68,10 +69,12 @@ rm -rf "$PEERS/wheels"
 # --- Node: peers and a release build of the ironlock addon ------------------------------------
 NODEPEERS="$PEERS/node"
 mkdir -p "$NODEPEERS"
-if ! [ -f "$NODEPEERS/node_modules/redlock/package.json" ] || ! [ -f "$NODEPEERS/node_modules/@sesamecare-oss/redlock/package.json" ] || ! [ -f "$NODEPEERS/node_modules/ioredis/package.json" ]; then
-    log "installing redlock@5.0.0-beta.2, @sesamecare-oss/redlock and ioredis into bench/.peers/node"
+NODE_PEER_PKGS=("redlock@5.0.0-beta.2" "@sesamecare-oss/redlock@1.4.0" "redis-semaphore@5.8.0" "redlock-universal@0.8.5" "ioredis@6.0.0" "ioredis5@npm:ioredis@5.9.3")
+if ! [ -f "$NODEPEERS/.installed" ] || [ "$(cat "$NODEPEERS/.installed")" != "${NODE_PEER_PKGS[*]}" ]; then
+    log "installing ${NODE_PEER_PKGS[*]} into bench/.peers/node"
     printf '{ "name": "ironlock-bench-peers", "private": true, "version": "0.0.0" }\n' > "$NODEPEERS/package.json"
-    (cd "$NODEPEERS" && npm install --silent --no-audit --no-fund "redlock@5.0.0-beta.2" "@sesamecare-oss/redlock@1.4.0" "ioredis@6.0.0")
+    (cd "$NODEPEERS" && npm install --silent --no-audit --no-fund "${NODE_PEER_PKGS[@]}")
+    echo "${NODE_PEER_PKGS[*]}" > "$NODEPEERS/.installed"
 fi
 [ -x node/node_modules/.bin/napi ] || (cd node && npm install --silent --no-audit --no-fund)
 log "building the ironlock Node addon ($PROFILE)"

@@ -1,10 +1,14 @@
 // Node benchmark driver (same command line and JSON line as bench/rust and bench/py).
 //
-// node driver.mjs --client ironlock|redlock|sesame --workload a|b|c|d|e --urls U1,U2,..
+// node driver.mjs --client ironlock|redlock|redlock-io5|sesame|semaphore|universal
+//                 --workload a|b|c|d|e --urls U1,U2,..
 //                 [--cycles N] [--concurrency C] [--prefix P] [--time-limit SECS]
 //
 // ironlock is loaded from BENCH_IRONLOCK_NODE (a copy of node/ with the release .node); the peers
-// (redlock@5.0.0-beta.2, @sesamecare-oss/redlock, ioredis) from BENCH_PEERS_NODE/node_modules.
+// (redlock@5.0.0-beta.2, @sesamecare-oss/redlock, redis-semaphore's RedlockMutex,
+// redlock-universal's createRedlock, ioredis 6 and ioredis 5 as `ioredis5`) from
+// BENCH_PEERS_NODE/node_modules. Every peer runs as its README shows: one ioredis client per node,
+// connected and warm, the library's default settings (retries off only in workload (c)).
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -63,11 +67,55 @@ async function makeClient(args) {
       close: () => m.close(),
     }
   }
-  const Redis = peers('ioredis')
-  const mod = args.client === 'redlock' ? peers('redlock') : peers('@sesamecare-oss/redlock')
-  const Redlock = mod.Redlock ?? mod.default ?? mod
+  // `redlock-io5`: node-redlock on ioredis 5 (the major node-redlock's own suite pins), to
+  // tell the library's cost from the client's.
+  const Redis = peers(args.client === 'redlock-io5' ? 'ioredis5' : 'ioredis')
   const clients = args.urls.map((u) => new Redis(u, { lazyConnect: false }))
   await Promise.all(clients.map((c) => c.ping()))
+  const close = async () => {
+    await Promise.all(clients.map((c) => c.quit()))
+  }
+  if (args.client === 'semaphore') {
+    // redis-semaphore: one RedlockMutex per key (its README); defaults except the ttl
+    // (lockTimeout) and, in (c), one attempt. Auto-refresh stays on as shipped.
+    const { RedlockMutex } = peers('redis-semaphore')
+    const opts = (ttl) => (contended ? { lockTimeout: ttl, acquireAttemptsLimit: 1 } : { lockTimeout: ttl })
+    return {
+      async acquire(key, ttl) {
+        const m = new RedlockMutex(clients, key, opts(ttl))
+        try {
+          await m.acquire()
+        } catch (e) {
+          throw new Refused(e.message)
+        }
+        return m
+      },
+      release: (m) => m.release(),
+      close,
+    }
+  }
+  if (args.client === 'universal') {
+    // redlock-universal: one createRedlock per key over IoredisAdapters (its README); defaults
+    // except the ttl and, in (c), no retries.
+    const { createRedlock, IoredisAdapter } = peers('redlock-universal')
+    const adapters = clients.map((c) => new IoredisAdapter(c))
+    return {
+      async acquire(key, ttl) {
+        const lock = createRedlock({ adapters, key, ttl, ...(contended ? { retryAttempts: 0 } : {}) })
+        let handle
+        try {
+          handle = await lock.acquire()
+        } catch (e) {
+          throw new Refused(e.message)
+        }
+        return { lock, handle }
+      },
+      release: ({ lock, handle }) => lock.release(handle),
+      close,
+    }
+  }
+  const mod = args.client === 'sesame' ? peers('@sesamecare-oss/redlock') : peers('redlock')
+  const Redlock = mod.Redlock ?? mod.default ?? mod
   // node-redlock counts retries: 0 = one round. Defaults: 10 retries, 200 ± 100 ms.
   const redlock = new Redlock(clients, contended ? { retryCount: 0 } : {})
   redlock.on?.('error', () => {}) // contention is reported as 'error' events; counted elsewhere
@@ -80,9 +128,7 @@ async function makeClient(args) {
       }
     },
     release: (lock) => lock.release(),
-    close: async () => {
-      await Promise.all(clients.map((c) => c.quit()))
-    },
+    close,
   }
 }
 
