@@ -615,6 +615,38 @@ ironlock_status ironlock_acquire_with(struct ironlock_manager *manager,
                                       struct ironlock_lock **out);
 
 /**
+ * Reads one of the manager's counters (SPEC §13) by its name — the field names of the stats
+ * snapshot in every language: `granted`, `contended`, `unavailable`, `rounds`, `retries`,
+ * `wakeups`, `extensions`, `extension_failures`, `releases`, `lost`, `reseats`,
+ * `quarantines`, `reconnects`, `votes_for`, `votes_against`, `votes_error`, `votes_timeout`,
+ * `votes_not_eligible`. Counts since the manager was created, over all its nodes. Writes the
+ * value to `*out`; an unknown name is IRONLOCK_INVALID_ARGUMENT naming `name`.
+ *
+ * Thread safety: any thread, concurrently with any call on the manager.
+ *
+ * # Safety
+ * `manager` is NULL or a live manager; `name` is NULL or a NUL-terminated string; `out` is
+ * NULL or writable.
+ */
+ironlock_status ironlock_manager_stat(const struct ironlock_manager *manager,
+                                      const char *name,
+                                      uint64_t *out);
+
+/**
+ * The manager's whole stats snapshot as one JSON object: every counter of
+ * `ironlock_manager_stat` by name, and the latency histograms `acquire_latency` and
+ * `round_latency` as `{"buckets": [upper bounds, s], "counts": [per bucket, the last above
+ * the last bound], "count": n, "sum_seconds": x}`. NULL for NULL.
+ *
+ * Ownership: owned by the library, valid until the next `ironlock_manager_stats_json` on
+ * this thread. Thread safety: any thread; each thread has its own string.
+ *
+ * # Safety
+ * `manager` is NULL or a live manager.
+ */
+const char *ironlock_manager_stats_json(const struct ironlock_manager *manager);
+
+/**
  * New acquire options, all at their defaults. NULL only if the library failed internally.
  * Added after the 0.1.0 ABI.
  */

@@ -269,6 +269,20 @@ public:
         return lock(l);
     }
 
+    /// One counter of the manager's stats by its field name ("granted", "contended",
+    /// "rounds", ...); throws ironlock::error (IRONLOCK_INVALID_ARGUMENT) for an unknown name.
+    std::uint64_t stat(const std::string &name) const {
+        std::uint64_t v = 0;
+        detail::check(ironlock_manager_stat(m_.get(), name.c_str(), &v));
+        return v;
+    }
+
+    /// The whole stats snapshot as JSON (counters and latency histograms).
+    std::string stats_json() const {
+        const char *j = ironlock_manager_stats_json(m_.get());
+        return j ? std::string(j) : std::string();
+    }
+
     ironlock_manager *get() const noexcept { return m_.get(); }
 
 private:

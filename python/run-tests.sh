@@ -14,8 +14,9 @@ fi
 PY="$VENV/bin/python"
 have() { "$PY" -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('$1').startswith('$2') else 1)" 2>/dev/null; }
 # redis (redis-py): its clients are one of the node forms the package accepts.
-if ! have maturin 1.16. || ! have pytest 9.2. || ! have mypy "" || ! have redis ""; then
-    "$PY" -m pip install --quiet --disable-pip-version-check "maturin==1.16.*" "pytest==9.2.*" mypy redis
+# prometheus_client: the README's metrics collector (examples/metrics.py) runs in the tests.
+if ! have maturin 1.16. || ! have pytest 9.2. || ! have mypy "" || ! have redis "" || ! have prometheus_client 0.; then
+    "$PY" -m pip install --quiet --disable-pip-version-check "maturin==1.16.*" "pytest==9.2.*" mypy redis "prometheus_client==0.*"
 fi
 
 # The harness binary the tests drive (tests find it via IRONLOCK_HARNESS).

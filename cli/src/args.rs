@@ -84,6 +84,10 @@ pub enum Command {
     Status {
         /// The resource name
         resource: String,
+        /// Print Prometheus text instead: the resource's holder, every node's state and the
+        /// counters of this check (for node_exporter's textfile collector or a scrape script)
+        #[arg(long)]
+        prometheus: bool,
     },
     /// Release RESOURCE where it still holds TOKEN (e.g. a lock left by a killed process)
     Release {

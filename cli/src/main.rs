@@ -51,8 +51,16 @@ async fn dispatch(cli: Cli, out: &Output) -> u8 {
     };
     match cli.command {
         Command::Run(args) => run::run(args, config, out).await,
-        Command::Status { resource } => {
-            status::status(&resource, &cli.global.key_prefix, config, out).await
+        Command::Status {
+            resource,
+            prometheus,
+        } => {
+            let key_prefix = &cli.global.key_prefix;
+            if prometheus {
+                status::prometheus(&resource, key_prefix, config, out).await
+            } else {
+                status::status(&resource, key_prefix, config, out).await
+            }
         }
         Command::Release { resource, token } => {
             status::release(&resource, &token, config, out).await

@@ -1,36 +1,50 @@
 //! `ironlock status` (who holds a resource on each node) and `ironlock release` (delete a lock
 //! whose token you know).
 
-use ironlock::{Config, LockManager};
+use ironlock::{Config, Holder, LockManager};
 use serde_json::json;
 
 use crate::exit;
 use crate::output::{self, Output, millis, secs};
 
-pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Output) -> u8 {
-    let manager = match LockManager::new(config).await {
-        Ok(m) => m,
-        Err(e) => return crate::fail(out, &e, 1),
-    };
-    let holders = match manager.inspect(resource).await {
-        Ok(h) => h,
-        Err(e) => return crate::fail(out, &e, 1),
-    };
-    let quorum = manager.quorum();
-    let answered = holders.iter().filter(|h| h.error.is_none()).count();
-    // The token a quorum of nodes agree on: the lock's current holder.
-    let mut holder: Option<(&str, usize)> = None;
-    for h in &holders {
-        if let Some(t) = h.token.as_deref() {
+/// Connects and asks every node who holds `resource`.
+async fn inspect(
+    resource: &str,
+    config: Config,
+    out: &Output,
+) -> Result<(LockManager, Vec<Holder>), u8> {
+    let manager = LockManager::new(config)
+        .await
+        .map_err(|e| crate::fail(out, &e, 1))?;
+    let holders = manager
+        .inspect(resource)
+        .await
+        .map_err(|e| crate::fail(out, &e, 1))?;
+    Ok((manager, holders))
+}
+
+/// The token a quorum of nodes agree on (the lock's current holder) and on how many nodes.
+fn holder(holders: &[Holder], quorum: usize) -> Option<(&str, usize)> {
+    holders
+        .iter()
+        .filter_map(|h| h.token.as_deref())
+        .find_map(|t| {
             let n = holders
                 .iter()
                 .filter(|o| o.token.as_deref() == Some(t))
                 .count();
-            if n >= quorum && holder.is_none() {
-                holder = Some((t, n));
-            }
-        }
-    }
+            (n >= quorum).then_some((t, n))
+        })
+}
+
+pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Output) -> u8 {
+    let (manager, holders) = match inspect(resource, config, out).await {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let quorum = manager.quorum();
+    let answered = holders.iter().filter(|h| h.error.is_none()).count();
+    let holder = holder(&holders, quorum);
     let code = if answered >= quorum {
         0
     } else {
@@ -76,6 +90,86 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
         }
     }
     code
+}
+
+/// `ironlock status --prometheus`: Prometheus text (exposition format 0.0.4) with the resource's
+/// state, each node's state (labelled by its URL, password redacted) and the counters of the
+/// manager that made the check. The exit code is as for `status`.
+pub async fn prometheus(resource: &str, key_prefix: &str, config: Config, out: &Output) -> u8 {
+    let (manager, holders) = match inspect(resource, config, out).await {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let quorum = manager.quorum();
+    let answered = holders.iter().filter(|h| h.error.is_none()).count();
+    let key = prom_label(&format!("{key_prefix}{resource}"));
+    let mut text = String::new();
+    let mut gauge = |name: &str, help: &str, rows: Vec<(String, String)>| {
+        text += &format!("# HELP ironlock_{name} {help}\n# TYPE ironlock_{name} gauge\n");
+        for (labels, value) in rows {
+            if labels.is_empty() {
+                text += &format!("ironlock_{name} {value}\n");
+            } else {
+                text += &format!("ironlock_{name}{{{labels}}} {value}\n");
+            }
+        }
+    };
+    let held = holder(&holders, quorum).map_or(0, |(_, n)| n);
+    gauge(
+        "resource_held",
+        "1 if a quorum of nodes hold the same token for the key",
+        vec![(format!("key=\"{key}\""), u8::from(held > 0).to_string())],
+    );
+    gauge(
+        "resource_holding_nodes",
+        "nodes that hold the quorum's token for the key (0 if no quorum agrees)",
+        vec![(format!("key=\"{key}\""), held.to_string())],
+    );
+    gauge(
+        "quorum",
+        "nodes needed for a quorum",
+        vec![(String::new(), quorum.to_string())],
+    );
+    let nodes = manager.node_status();
+    let per_node = |f: &dyn Fn(&ironlock::NodeStatus) -> String| {
+        nodes
+            .iter()
+            .map(|n| (format!("node=\"{}\"", prom_label(&n.url)), f(n)))
+            .collect::<Vec<_>>()
+    };
+    gauge(
+        "node_up",
+        "1 if the node is connected",
+        per_node(&|n| u8::from(n.connected).to_string()),
+    );
+    gauge(
+        "node_eligible",
+        "1 if the node's votes count (connected, out of restart quarantine)",
+        per_node(&|n| u8::from(n.eligible).to_string()),
+    );
+    gauge(
+        "node_quarantine_seconds",
+        "time left in restart quarantine",
+        per_node(&|n| n.quarantine_remaining.as_secs_f64().to_string()),
+    );
+    gauge(
+        "node_uptime_seconds",
+        "server uptime",
+        per_node(&|n| n.uptime.as_secs().to_string()),
+    );
+    print!("{text}{}", manager.stats().prometheus());
+    if answered >= quorum {
+        0
+    } else {
+        exit::UNAVAILABLE
+    }
+}
+
+/// A label value in the exposition format: backslash, double quote and newline escaped.
+fn prom_label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 pub async fn release(resource: &str, token: &str, config: Config, out: &Output) -> u8 {

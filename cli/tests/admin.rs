@@ -42,6 +42,27 @@ fn status_shows_the_holder_and_release_frees_it() {
         "{}",
         stdout(&out)
     );
+    // Prometheus text: the resource's state, each node's, and the check's own counters.
+    let out = run(
+        ironlock(&urls).args(["status", "--prometheus", &key]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    for want in [
+        format!("ironlock_resource_held{{key=\"{key}\"}} 1\n"),
+        format!("ironlock_resource_holding_nodes{{key=\"{key}\"}} 3\n"),
+        "ironlock_quorum 2\n".to_owned(),
+        format!("ironlock_node_up{{node=\"{}\"}} 1\n", urls[2]),
+        "# TYPE ironlock_granted_total counter\n".to_owned(),
+        "ironlock_acquire_seconds_bucket{le=\"+Inf\"} 0\n".to_owned(),
+    ] {
+        assert!(text.contains(&want), "{want:?} missing from\n{text}");
+    }
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (_, value) = line.rsplit_once(' ').expect("name value");
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+    }
 
     // A wrong token releases nothing: exit 1, key untouched.
     let out = run(

@@ -1,7 +1,7 @@
 //! Acquire: the retry loop with release wake-ups, one round (votes, drift, validity, fencing),
 //! and the rollback of a failed or cancelled round.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -14,6 +14,7 @@ use crate::lock::{Lock, LockInner, LockState, release_on, seated_at_acquire};
 use crate::node::{Failure, Node};
 use crate::quorum::{self, Reply, Round, Tally};
 use crate::scripts;
+use crate::stats::Event;
 use crate::token;
 
 /// Per-acquire options beyond the manager's settings.
@@ -99,6 +100,8 @@ pub(crate) async fn acquire<S: AsRef<str>>(
         let err = match acquire_round(cluster, &request, &resources, round_no).await {
             Ok(lock) => {
                 guard.armed = false;
+                cluster.stats.note(Event::Granted);
+                cluster.stats.acquire_took(started.elapsed());
                 return Ok(lock);
             }
             Err(e) => e,
@@ -107,7 +110,7 @@ pub(crate) async fn acquire<S: AsRef<str>>(
         let last_round = now - round_started;
         if round_no > retries || deadline.is_some_and(|d| now >= d) {
             guard.armed = false;
-            return Err(err);
+            return Err(count_failure(cluster, started, err));
         }
         let mut pause = retry_pause(&cluster.config);
         let mut last_chance = false;
@@ -128,7 +131,7 @@ pub(crate) async fn acquire<S: AsRef<str>>(
             _ = tokio::time::sleep(pause) => {
                 if last_chance {
                     guard.armed = false;
-                    return Err(err);
+                    return Err(count_failure(cluster, started, err));
                 }
             }
             _ = w.waiter.notify.notified() => {
@@ -143,6 +146,17 @@ pub(crate) async fn acquire<S: AsRef<str>>(
     }
 }
 
+/// Counts a failed acquire call by its kind and returns its error.
+fn count_failure(cluster: &Cluster, started: Instant, err: Error) -> Error {
+    cluster.stats.note(if err.kind() == ErrorKind::Contended {
+        Event::Contended
+    } else {
+        Event::Unavailable
+    });
+    cluster.stats.acquire_took(started.elapsed());
+    err
+}
+
 async fn acquire_round(
     cluster: &Arc<Cluster>,
     req: &Arc<AcquireRequest>,
@@ -150,7 +164,10 @@ async fn acquire_round(
     round_no: u32,
 ) -> Result<Lock> {
     let config = &cluster.config;
-    cluster.rounds.fetch_add(1, Ordering::Relaxed);
+    cluster.stats.note(Event::Round);
+    if round_no > 1 {
+        cluster.stats.note(Event::Retry);
+    }
     // Read before the round: a node that reconnects to a restarted process during the round
     // must look restarted to the first extension.
     let seated = seated_at_acquire(cluster);
@@ -179,6 +196,7 @@ async fn acquire_round(
         }
     })
     .await;
+    cluster.stats.round_took(round.decided_at - t1);
     let drift = config.drift(req.ttl);
     let mut ok = round.granted >= cluster.quorum;
     let mut decided_at = round.decided_at;
@@ -210,7 +228,6 @@ async fn acquire_round(
         )
         .is_ok()
     {
-        cluster.granted.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(resources = ?resources, ?elapsed, "lock granted");
         let mut report = round.report;
         report.rounds = round_no;

@@ -2,7 +2,7 @@
 //! background work runs on, the release notifier and the counters.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -13,6 +13,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::node::{Node, NodeSettings};
 use crate::notify::Notifier;
 use crate::quorum;
+use crate::stats::Recorder;
 
 pub(crate) struct Cluster {
     pub(crate) config: Config,
@@ -24,8 +25,7 @@ pub(crate) struct Cluster {
     pub(crate) rt: Handle,
     pub(crate) notifier: Arc<Notifier>,
     pub(crate) inflight: Arc<InFlight>,
-    pub(crate) rounds: AtomicU64,
-    pub(crate) granted: AtomicU64,
+    pub(crate) stats: Recorder,
     closed: AtomicBool,
 }
 
@@ -81,8 +81,7 @@ impl Cluster {
             rt,
             notifier,
             inflight,
-            rounds: AtomicU64::new(0),
-            granted: AtomicU64::new(0),
+            stats: Recorder::new(),
             closed: AtomicBool::new(false),
         })
     }

@@ -38,6 +38,7 @@ mod notify;
 mod quorum;
 pub mod scripts;
 mod settings;
+mod stats;
 mod token;
 
 pub use acquire::AcquireOptions;
@@ -48,10 +49,11 @@ pub use config::{
 pub use drain::{drain, drain_blocking};
 pub use error::{Error, ErrorKind, NodeReport, Report, Result, Vote};
 pub use lock::{KeepAlive, Lock, Released};
-pub use manager::{Holder, LockManager, Stats};
+pub use manager::{Holder, LockManager};
 pub use node::NodeStatus;
 pub use quorum::{classify, quorum, validity};
 pub use settings::{SETTINGS, Setting, SettingKind, SettingValue, camel_case, setting};
+pub use stats::{LATENCY_BUCKETS, Latency, Stats};
 pub use token::new_token;
 
 /// The crate version.

@@ -15,6 +15,7 @@ use crate::error::{Error, ErrorKind, Report, Result, Vote};
 use crate::node::Node;
 use crate::quorum::{self, Reply, Round, Tally};
 use crate::scripts;
+use crate::stats::Event;
 
 pub(crate) struct LockState {
     pub(crate) ttl: Duration,
@@ -156,6 +157,7 @@ impl Lock {
     pub(crate) fn mark_lost(&self) {
         if !self.inner.lost.swap(true, Ordering::AcqRel) {
             tracing::warn!(resources = ?self.inner.resources, "lock lost");
+            self.inner.cluster.stats.note(Event::Lost);
             self.inner.lost_tx.send_replace(true);
         }
     }
@@ -318,6 +320,7 @@ pub(crate) fn released(cluster: &Cluster, round: Round) -> Released {
 async fn release(lock: &Lock) -> Released {
     let inner = &lock.inner;
     let round = release_on(&inner.cluster.nodes, &inner.keys, &inner.token, true).await;
+    inner.cluster.stats.note(Event::Released);
     let result = released(&inner.cluster, round);
     let mut st = lock.state();
     st.released = true;
@@ -426,9 +429,11 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
         }
     }
     if granted {
+        cluster.stats.note(Event::Extended);
         inner.lost_tx.send_replace(false);
         return Ok(());
     }
+    cluster.stats.note(Event::ExtendFailed);
     // A failed extension takes back the keys it re-seated, including re-seats the round did
     // not wait for (the delete queues behind them on the node's connection): they were written
     // for a lock that did not get its extension (SPEC §12).

@@ -11,19 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::lock::{Lock, Released, release_round, released};
 use crate::node::NodeStatus;
 use crate::quorum::Tally;
-
-/// Counters since the manager started.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stats {
-    /// Acquire rounds run.
-    pub rounds: u64,
-    /// Locks granted.
-    pub granted: u64,
-    /// Waits ended early by a release notification.
-    pub wakeups: u64,
-    /// Keys written back on restarted nodes by extensions (SPEC §12), over every node.
-    pub reseats: u64,
-}
+use crate::stats::Stats;
 
 /// What one node holds for one key (for `ironlock status`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,19 +78,23 @@ impl LockManager {
         self.cluster.quorum
     }
 
-    /// Counters since start.
+    /// Counters and latency histograms since the manager was created (SPEC §13), summed over
+    /// its nodes where they are per node ([`node_status`](Self::node_status) has them per node).
+    /// The same events also go to the `metrics` crate facade.
     pub fn stats(&self) -> Stats {
-        Stats {
-            rounds: self.cluster.rounds.load(Ordering::Relaxed),
-            granted: self.cluster.granted.load(Ordering::Relaxed),
-            wakeups: self.cluster.notifier.wakeups.load(Ordering::Relaxed),
-            reseats: self
-                .cluster
-                .nodes
-                .iter()
-                .map(|n| n.counters.reseats.load(Ordering::Relaxed))
-                .sum(),
+        let mut s = self.cluster.stats.snapshot();
+        s.wakeups = self.cluster.notifier.wakeups.load(Ordering::Relaxed);
+        for n in self.cluster.nodes.iter().map(|n| n.status()) {
+            s.reseats += n.reseats;
+            s.quarantines += n.quarantines;
+            s.reconnects += n.reconnects;
+            s.votes_for += n.votes_for;
+            s.votes_against += n.votes_against;
+            s.votes_error += n.errors;
+            s.votes_timeout += n.timeouts;
+            s.votes_not_eligible += n.not_eligible;
         }
+        s
     }
 
     /// Every node's connection, eligibility and vote counters.

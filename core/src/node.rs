@@ -58,6 +58,7 @@ pub(crate) struct VoteCounters {
     pub(crate) not_eligible: AtomicU64,
     pub(crate) reconnects: AtomicU64,
     pub(crate) reseats: AtomicU64,
+    pub(crate) quarantines: AtomicU64,
 }
 
 pub(crate) struct Node {
@@ -122,6 +123,8 @@ pub struct NodeStatus {
     pub reconnects: u64,
     /// Keys written back by an extension after this node restarted (re-seating, SPEC §12).
     pub reseats: u64,
+    /// Times this node entered restart quarantine on (re)connecting.
+    pub quarantines: u64,
 }
 
 /// How a manager's nodes connect and where their background work runs.
@@ -329,6 +332,10 @@ impl Node {
             .is_some_and(|old| old.run_id == info.run_id || info.run_id.is_empty());
         if !same_data {
             self.data_epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        if eligible_at > received {
+            self.counters.quarantines.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("ironlock_quarantines_total").increment(1);
         }
         st.conn = Some(conn);
         st.generation += 1;
@@ -548,6 +555,7 @@ impl Node {
             not_eligible: self.counters.not_eligible.load(Ordering::Relaxed),
             reconnects: self.counters.reconnects.load(Ordering::Relaxed),
             reseats: self.counters.reseats.load(Ordering::Relaxed),
+            quarantines: self.counters.quarantines.load(Ordering::Relaxed),
         }
     }
 }

@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{SEC, cluster, config, manager, ms, unique};
@@ -409,8 +407,8 @@ async fn extend_recomputes_validity_and_max_extensions_bounds_it() {
 }
 
 #[tokio::test]
-async fn counters_track_votes() {
-    let c = cluster(3);
+async fn stats_count_every_outcome_and_the_histograms_every_call() {
+    let mut c = cluster(3);
     let m = manager(&c).await;
     let r = unique("stats");
     let a = m.acquire(&[&r], 5 * SEC).await.unwrap();
@@ -419,12 +417,62 @@ async fn counters_track_votes() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Contended);
+    // Two rounds, one retry, contended again.
+    let e = m
+        .acquire_with(
+            &[&r],
+            5 * SEC,
+            AcquireOptions {
+                retry_count: Some(1),
+                ..AcquireOptions::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Contended);
+    a.extend(5 * SEC).await.unwrap();
     a.release().await;
+    // A lock whose keys vanished: its extension fails and marks it lost.
+    let b = m.acquire(&[unique("stats-lost")], 5 * SEC).await.unwrap();
+    for i in 0..3 {
+        c.command(i, &["FLUSHALL"]).unwrap();
+    }
+    assert_eq!(b.extend(5 * SEC).await.unwrap_err().kind(), ErrorKind::Lost);
+    // No quorum: two of three nodes down.
+    c.kill(1).unwrap();
+    c.kill(2).unwrap();
+    let e = m
+        .acquire_with(&[unique("stats-down")], 5 * SEC, AcquireOptions::try_once())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
     let s = m.stats();
-    assert_eq!((s.granted, s.rounds), (1, 2));
-    let against: u64 = m.node_status().iter().map(|n| n.votes_against).sum();
-    assert!(against >= 2, "{:?}", m.node_status());
-    let _ = Arc::new(AtomicU64::new(0)).load(Ordering::Relaxed);
+    assert_eq!((s.granted, s.contended, s.unavailable), (2, 2, 1), "{s:?}");
+    assert_eq!((s.rounds, s.retries), (6, 1), "{s:?}");
+    assert_eq!(
+        (s.extensions, s.extension_failures, s.lost),
+        (1, 1, 1),
+        "{s:?}"
+    );
+    assert_eq!(s.releases, 1, "{s:?}");
+    assert_eq!(s.acquire_latency.count, 5, "{s:?}");
+    assert_eq!(s.round_latency.count, 6, "{s:?}");
+    assert_eq!(
+        s.acquire_latency.counts.len(),
+        ironlock::LATENCY_BUCKETS.len() + 1
+    );
+    assert!(s.acquire_latency.sum_seconds > 0.0);
+    let per_node: u64 = m.node_status().iter().map(|n| n.votes_against).sum();
+    assert_eq!(s.votes_against, per_node);
+    assert!(s.votes_against >= 2, "{s:?}");
+    assert!(s.votes_error >= 1, "{s:?}");
+    assert_eq!(s.counter("granted"), Some(2));
+    let text = s.prometheus();
+    assert!(text.contains("ironlock_granted_total 2\n"), "{text}");
+    assert!(
+        text.contains("ironlock_acquire_seconds_count 5\n"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -1,15 +1,16 @@
 //! `ironlock_manager`: a core `LockManager` plus the runtime it lives on; blocking acquire.
 
-use std::ffi::c_char;
+use std::cell::RefCell;
+use std::ffi::{CString, c_char};
 use std::sync::Arc;
 use std::time::Duration;
 
 use ironlock::{AcquireOptions, LockManager, Result};
 
-use crate::boundary::{call, guard, invalid};
+use crate::boundary::{c_string, call, guard, invalid};
 use crate::config::ironlock_config;
 use crate::error::ironlock_status;
-use crate::handles::{arg_out, arg_ref, free, into_raw, resources as resource_list};
+use crate::handles::{arg_out, arg_ref, arg_str, free, into_raw, resources as resource_list};
 use crate::lock::ironlock_lock;
 use crate::options::ironlock_acquire_opts;
 use crate::report;
@@ -216,5 +217,73 @@ unsafe fn acquire(
                 Err(e)
             }
         }
+    })
+}
+
+/// Reads one of the manager's counters (SPEC §13) by its name — the field names of the stats
+/// snapshot in every language: `granted`, `contended`, `unavailable`, `rounds`, `retries`,
+/// `wakeups`, `extensions`, `extension_failures`, `releases`, `lost`, `reseats`,
+/// `quarantines`, `reconnects`, `votes_for`, `votes_against`, `votes_error`, `votes_timeout`,
+/// `votes_not_eligible`. Counts since the manager was created, over all its nodes. Writes the
+/// value to `*out`; an unknown name is IRONLOCK_INVALID_ARGUMENT naming `name`.
+///
+/// Thread safety: any thread, concurrently with any call on the manager.
+///
+/// # Safety
+/// `manager` is NULL or a live manager; `name` is NULL or a NUL-terminated string; `out` is
+/// NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_manager_stat(
+    manager: *const ironlock_manager,
+    name: *const c_char,
+    out: *mut u64,
+) -> ironlock_status {
+    call(|| {
+        // SAFETY: forwarded caller contract.
+        let manager = unsafe { arg_ref(manager, "manager") }?;
+        // SAFETY: forwarded caller contract.
+        let name = unsafe { arg_str(name, "name") }?;
+        let out = arg_out(out, "out")?;
+        let value = manager.manager().stats().counter(name).ok_or_else(|| {
+            let known: Vec<&str> = ironlock::Stats::counter_names().collect();
+            invalid(format!(
+                "name: no counter named {name:?} (one of {})",
+                known.join(", ")
+            ))
+        })?;
+        // SAFETY: checked non-NULL above.
+        unsafe { out.write(value) };
+        Ok(())
+    })
+}
+
+thread_local! {
+    static STATS_JSON: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// The manager's whole stats snapshot as one JSON object: every counter of
+/// `ironlock_manager_stat` by name, and the latency histograms `acquire_latency` and
+/// `round_latency` as `{"buckets": [upper bounds, s], "counts": [per bucket, the last above
+/// the last bound], "count": n, "sum_seconds": x}`. NULL for NULL.
+///
+/// Ownership: owned by the library, valid until the next `ironlock_manager_stats_json` on
+/// this thread. Thread safety: any thread; each thread has its own string.
+///
+/// # Safety
+/// `manager` is NULL or a live manager.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_manager_stats_json(
+    manager: *const ironlock_manager,
+) -> *const c_char {
+    guard(std::ptr::null(), || {
+        // SAFETY: forwarded caller contract.
+        let Some(manager) = (unsafe { manager.as_ref() }) else {
+            return std::ptr::null();
+        };
+        let text = c_string(&manager.manager().stats().to_json());
+        STATS_JSON.with(|s| {
+            *s.borrow_mut() = text;
+            s.borrow().as_ptr()
+        })
     })
 }

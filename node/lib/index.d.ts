@@ -200,7 +200,58 @@ export declare class LockManager extends EventEmitter {
     options: AcquireOptions | undefined,
     routine: Routine<T>,
   ): Promise<T>
+  /** Counters and latency histograms since the manager was created (zero until connected). */
+  stats(): Stats
   close(): Promise<void>
+}
+
+/** A latency histogram: `counts[i]` calls took at most `buckets[i]` s (the last count: more). */
+export interface Latency {
+  readonly buckets: ReadonlyArray<number>
+  readonly counts: ReadonlyArray<number>
+  readonly count: number
+  readonly sum_seconds: number
+}
+
+/** `LockManager#stats()`: the same field names in every language (SPEC §13). */
+export interface Stats {
+  /** Acquire calls that returned a lock. */
+  readonly granted: number
+  /** Acquire calls that failed: the lock is held elsewhere. */
+  readonly contended: number
+  /** Acquire calls that failed: no quorum of eligible nodes. */
+  readonly unavailable: number
+  /** Acquire rounds run (every try of every call). */
+  readonly rounds: number
+  /** Rounds after the first of their call. */
+  readonly retries: number
+  /** Waits ended early by a release notification. */
+  readonly wakeups: number
+  /** Extensions a quorum granted. */
+  readonly extensions: number
+  /** Extensions that failed. */
+  readonly extension_failures: number
+  /** Releases of locks this manager granted. */
+  readonly releases: number
+  /** Locks lost while held. */
+  readonly lost: number
+  /** Keys re-seated on restarted nodes. */
+  readonly reseats: number
+  /** Restart quarantines entered by nodes. */
+  readonly quarantines: number
+  /** Node reconnections. */
+  readonly reconnects: number
+  /** Node votes, summed over the nodes: counted "yes". */
+  readonly votes_for: number
+  readonly votes_against: number
+  readonly votes_error: number
+  readonly votes_timeout: number
+  /** "Yes" votes not counted (restart quarantine). */
+  readonly votes_not_eligible: number
+  /** Acquire calls, call to outcome. */
+  readonly acquire_latency: Latency
+  /** Acquire rounds, first request to decision. */
+  readonly round_latency: Latency
 }
 
 /**

@@ -171,6 +171,23 @@ class LockManager extends EventEmitter {
     return runUsing(lock, routine, options?.signal, abortReason)
   }
 
+  /**
+   * The manager's counters and latency histograms since it was created (SPEC §13), with the
+   * same field names in every language: `granted`, `contended`, `unavailable`, `rounds`,
+   * `retries`, `wakeups`, `extensions`, `extension_failures`, `releases`, `lost`, `reseats`,
+   * `quarantines`, `reconnects`, `votes_for`, `votes_against`, `votes_error`, `votes_timeout`,
+   * `votes_not_eligible` (numbers), and `acquire_latency` / `round_latency` (`{ buckets: [upper
+   * bounds in s], counts, count, sum_seconds }`; the last count is above the last bound).
+   * Zero until connected. Synchronous.
+   */
+  stats() {
+    try {
+      return JSON.parse(this[kNative].statsJson())
+    } catch (e) {
+      throw fromNative(e)
+    }
+  }
+
   /** Stops background work. Held locks are not released; later calls reject UNAVAILABLE. */
   async close() {
     try {

@@ -146,6 +146,19 @@ impl NativeManager {
         })
     }
 
+    /// The core's stats snapshot as JSON (`LockManager#stats` parses it): zero until the
+    /// manager has connected.
+    #[napi(catch_unwind)]
+    pub fn stats_json(&self) -> Result<String> {
+        boundary(|| {
+            let stats = match self.core.0.peek() {
+                Some(Ok(m)) => m.stats(),
+                _ => ironlock::Stats::zero(),
+            };
+            Ok(stats.to_json())
+        })
+    }
+
     /// Stops the manager's background tasks; later operations reject with UNAVAILABLE. Locks
     /// already granted are not released.
     #[napi(ts_return_type = "Promise<void>", catch_unwind)]

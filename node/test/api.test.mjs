@@ -480,6 +480,32 @@ describe('three nodes', () => {
     await assert.rejects(redlock.acquire([unique()], 1_000), (e) => e.code === 'UNAVAILABLE')
   })
 
+  it('stats() counts grants, contention and releases with the same names as every language', async () => {
+    const m = new LockManager(cluster.urls, { ...TEST_SETTINGS, retryCount: 0 })
+    try {
+      assert.equal(m.stats().rounds, 0)
+      const r = unique('stats')
+      const lock = await m.acquire([r], 5_000)
+      await assert.rejects(m.acquire([r], 5_000), (e) => e instanceof LockContendedError)
+      await lock.extend(5_000)
+      await lock.release()
+      const s = m.stats()
+      assert.deepEqual(
+        [s.granted, s.contended, s.unavailable, s.rounds, s.extensions, s.releases, s.lost],
+        [1, 1, 0, 2, 1, 1, 0],
+        JSON.stringify(s),
+      )
+      assert.ok(s.votes_for >= 2 && s.votes_against >= 1, JSON.stringify(s))
+      const h = s.acquire_latency
+      assert.equal(h.count, 2)
+      assert.equal(h.counts.length, h.buckets.length + 1)
+      assert.equal(h.counts.reduce((a, b) => a + b, 0), 2)
+      assert.ok(h.sum_seconds > 0)
+    } finally {
+      await m.close()
+    }
+  })
+
   it('the default export is Redlock (as node-redlock); CommonJS exports the same objects', async () => {
     const cjs = require('../lib/index.js')
     assert.equal(ironlock, Redlock)

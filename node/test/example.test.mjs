@@ -33,3 +33,24 @@ test('examples/basic.mjs runs', { timeout: 60_000 }, async () => {
     await cluster.quit()
   }
 })
+
+const metrics = fileURLToPath(new URL('../examples/metrics.mjs', import.meta.url))
+
+test('examples/metrics.mjs (the README prom-client collector) runs', { timeout: 60_000 }, async () => {
+  const code = fs.readFileSync(metrics, 'utf8')
+  const loop = code.slice(code.indexOf('// One counter per stats field'), code.indexOf('await manager.using')).trim()
+  assert.ok(fs.readFileSync(new URL('../../README.md', import.meta.url), 'utf8').includes(loop), 'README collector differs')
+  const cluster = await startCluster(3)
+  try {
+    const { stdout } = await promisify(execFile)(process.execPath, [metrics], {
+      env: { ...process.env, IRONLOCK_NODES: cluster.urls.join(','), IRONLOCK_QUARANTINE: 'off' },
+      timeout: 30_000,
+    })
+    assert.match(stdout, /^ironlock_granted_total 1$/m)
+    assert.match(stdout, /^ironlock_releases_total 1$/m)
+    assert.match(stdout, /^ironlock_acquire_seconds_count 1$/m)
+    assert.match(stdout, /^ironlock_acquire_seconds_sum 0\.\d+/m)
+  } finally {
+    await cluster.quit()
+  }
+})

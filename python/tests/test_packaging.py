@@ -53,6 +53,20 @@ def test_example_runs(cluster3: Cluster) -> None:
     assert "busy:" in out.stdout and "released while still held: True" in out.stdout
 
 
+def test_metrics_example_runs_and_is_in_the_readme(cluster3: Cluster) -> None:
+    example = PYTHON_DIR / "examples" / "metrics.py"
+    code = example.read_text()
+    body = code[code.index("class IronlockCollector"):code.index("nodes = ")].strip()
+    assert body in (REPO / "README.md").read_text(), "README's collector differs from metrics.py"
+    env = dict(os.environ, IRONLOCK_NODES=",".join(cluster3.urls), IRONLOCK_QUARANTINE="off")
+    out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for line in ("ironlock_granted_total 1.0", "ironlock_releases_total 1.0",
+                 'ironlock_acquire_seconds_bucket{le="+Inf"} 1.0', "ironlock_round_seconds_count 1.0"):
+        assert line in out.stdout, out.stdout
+
+
 def _venv(base: str, path: Path) -> Path:
     made = subprocess.run([base, "-m", "venv", str(path)], capture_output=True, text=True,
                           timeout=120)

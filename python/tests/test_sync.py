@@ -262,3 +262,39 @@ def test_with_lock_raises_lost_when_validity_ran_out(
             time.sleep(0.45)
             raise KeyError("body")
     assert wait_until(lambda: keys_left(cluster3, name) == 0)
+
+
+def test_stats_count_grants_contention_and_releases(cluster3: Cluster, name: str) -> None:
+    m = ironlock.LockManager(cluster3.urls, **FAST)
+    try:
+        before = m.stats()
+        assert before["granted"] == 0 and before["acquire_latency"]["count"] == 0
+        lock = m.acquire(name, 5.0)
+        with pytest.raises(ironlock.LockContendedError):
+            m.acquire(name, 5.0, retry_count=0)
+        lock.extend(5.0)
+        assert lock.release() is True
+        s = m.stats()
+        assert (s["granted"], s["contended"], s["unavailable"]) == (1, 1, 0), s
+        assert (s["rounds"], s["extensions"], s["releases"], s["lost"]) == (2, 1, 1, 0), s
+        assert s["votes_for"] >= 2 and s["votes_against"] >= 1, s
+        h = s["acquire_latency"]
+        assert h["count"] == 2 and sum(h["counts"]) == 2 and h["sum_seconds"] > 0, h
+        assert len(h["counts"]) == len(h["buckets"]) + 1
+    finally:
+        m.close()
+
+
+def test_async_stats_are_zero_before_the_first_connection(cluster3: Cluster, name: str) -> None:
+    import asyncio
+
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        assert m.stats()["rounds"] == 0
+        lock = await m.acquire(name, 5.0)
+        await lock.release()
+        s = m.stats()
+        assert (s["granted"], s["releases"], s["round_latency"]["count"]) == (1, 1, 1), s
+        m.close()
+
+    asyncio.run(main())

@@ -592,6 +592,47 @@ static void test_mutual_tls(void) {
     CHECK(system(cmd) == 0);
 }
 
+/* The manager's counters by name and as JSON: a grant, a contended try and a release. */
+static void test_stats(const harness *h) {
+    ironlock_config *cfg = config_for(h);
+    ironlock_manager *m = NULL;
+    CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_OK, NULL);
+    ironlock_config_free(cfg);
+    if (!m) return;
+    uint64_t v = 99;
+    CHECK_STATUS(ironlock_manager_stat(m, "granted", &v), IRONLOCK_OK, NULL);
+    CHECK(v == 0);
+    char r[128];
+    unique(r, sizeof r, "stats");
+    const char *res[] = {r};
+    ironlock_lock *a = NULL, *b = NULL;
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &a), IRONLOCK_OK, NULL);
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &b), IRONLOCK_CONTENDED, "held");
+    CHECK_STATUS(ironlock_release(a), IRONLOCK_OK, NULL);
+    ironlock_lock_free(a);
+    const char *names[] = {"granted", "contended", "releases", "rounds", "unavailable"};
+    const uint64_t want[] = {1, 1, 1, 2, 0};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        v = 99;
+        CHECK_STATUS(ironlock_manager_stat(m, names[i], &v), IRONLOCK_OK, NULL);
+        if (v != want[i]) fprintf(stderr, "stat %s = %llu, want %llu\n", names[i], (unsigned long long)v, (unsigned long long)want[i]);
+        CHECK(v == want[i]);
+    }
+    /* Bad input names the argument and leaves *out alone. */
+    v = 7;
+    CHECK_STATUS(ironlock_manager_stat(m, "nope", &v), IRONLOCK_INVALID_ARGUMENT, "name: no counter named \"nope\"");
+    CHECK(v == 7);
+    CHECK_STATUS(ironlock_manager_stat(NULL, "granted", &v), IRONLOCK_INVALID_ARGUMENT, "manager: NULL");
+    CHECK_STATUS(ironlock_manager_stat(m, NULL, &v), IRONLOCK_INVALID_ARGUMENT, "name: NULL");
+    CHECK_STATUS(ironlock_manager_stat(m, "granted", NULL), IRONLOCK_INVALID_ARGUMENT, "out: NULL");
+    const char *json = ironlock_manager_stats_json(m);
+    CHECK(json && strstr(json, "\"granted\":1,") && strstr(json, "\"contended\":1,"));
+    CHECK(json && strstr(json, "\"acquire_latency\":{\"buckets\":[0.0001,"));
+    CHECK(json && strstr(json, "\"count\":2,"));
+    CHECK(ironlock_manager_stats_json(NULL) == NULL);
+    ironlock_manager_free(m);
+}
+
 int main(void) {
     harness h;
     test_static_parts();
@@ -614,6 +655,7 @@ int main(void) {
     test_lock_outlives_manager(&h);
     test_redaction(&h);
     test_bad_node_among_good(&h);
+    test_stats(&h);
     test_mutual_tls();
     harness_stop(&h);
     printf("test_api: %d checks passed, %d failed\n", check_passes, check_failures);

@@ -59,6 +59,14 @@ int main() {
         }
         held.extend(3s);
         check(held.validity() <= 3s, "extend with chrono");
+        check(m.stat("granted") == 1 && m.stat("contended") == 1 && m.stat("extensions") == 1, "stat()");
+        check(m.stats_json().find("\"rounds\":2,") != std::string::npos, "stats_json()");
+        try {
+            (void)m.stat("nope");
+            check(false, "an unknown stat throws");
+        } catch (const ironlock::error &e) {
+            check(e.status() == IRONLOCK_INVALID_ARGUMENT, "unknown stat: INVALID_ARGUMENT");
+        }
 
         // RAII: a lock that goes out of scope is released; moves transfer ownership.
         {
