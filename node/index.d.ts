@@ -98,6 +98,11 @@ export declare class NativeManager {
    */
   ready(): Promise<void>
   /**
+   * The core's stats snapshot as JSON (`LockManager#stats` parses it): zero until the
+   * manager has connected.
+   */
+  statsJson(): string
+  /**
    * Stops the manager's background tasks; later operations reject with UNAVAILABLE. Locks
    * already granted are not released.
    */
