@@ -59,6 +59,7 @@ async fn main() {
         max_ttl: Duration::from_millis(env_u64("SOAK_MAX_TTL_MS")),
     };
     let managers = env_u64("SOAK_MANAGERS");
+    let managers_mark = env_u64("SOAK_MANAGERS_MARK");
     let held_count = env_u64("SOAK_HELD");
     let prefix = env("SOAK_PREFIX");
     let control = PathBuf::from(env("SOAK_CONTROL"));
@@ -86,7 +87,7 @@ async fn main() {
             }
             Err(_) => manager_errors += 1,
         }
-        if k + 1 == (managers / 10).max(1) {
+        if k + 1 == managers_mark {
             emit(json!({"event": "managers_mark", "done": k + 1}));
             wait_for(&control.join("mark"), max_run).await;
         }

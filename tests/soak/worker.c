@@ -141,7 +141,7 @@ int main(void) {
     /* Managers: create, sometimes lock once, free. */
     double last = now_ms();
     uint64_t manager_errors = 0;
-    uint64_t mark = managers / 10 > 0 ? managers / 10 : 1;
+    uint64_t mark = env_u64("SOAK_MANAGERS_MARK");
     snprintf(name, sizeof name, "%s:churn", prefix);
     for (uint64_t k = 0; k < managers; k++) {
         struct ironlock_manager *m = new_manager(nodes, n_nodes);

@@ -36,6 +36,7 @@ const settings = {
 }
 const ttl = Number(env('SOAK_TTL_MS'))
 const managers = Number(env('SOAK_MANAGERS'))
+const managersMark = Number(env('SOAK_MANAGERS_MARK'))
 const heldCount = Number(env('SOAK_HELD'))
 const prefix = env('SOAK_PREFIX')
 const control = env('SOAK_CONTROL')
@@ -72,7 +73,7 @@ for (let k = 0; k < managers; k++) {
     emit({ event: 'progress', phase: 'managers', done: k + 1 })
     last = now()
   }
-  if (k + 1 === Math.max(1, Math.floor(managers / 10))) {
+  if (k + 1 === managersMark) {
     emit({ event: 'managers_mark', done: k + 1 })
     await waitFor('mark')
   }

@@ -40,6 +40,7 @@ class Soak:
         self.nodes = env("SOAK_NODES").split(",")
         self.ttl = int(env("SOAK_TTL_MS")) / 1000.0
         self.managers = int(env("SOAK_MANAGERS"))
+        self.managers_mark = int(env("SOAK_MANAGERS_MARK"))
         self.held = int(env("SOAK_HELD"))
         self.prefix = env("SOAK_PREFIX")
         self.control = env("SOAK_CONTROL")
@@ -92,7 +93,7 @@ class Soak:
 
     def mark(self, k: int) -> bool:
         """After iteration k of the managers loop: True when run.py wants a sample now."""
-        if k + 1 != max(1, self.managers // 10):
+        if k + 1 != self.managers_mark:
             return False
         emit(event="managers_mark", done=k + 1)
         return True
