@@ -7,20 +7,42 @@ use serde_json::json;
 use crate::exit;
 use crate::output::{self, Output, millis, secs};
 
-/// Connects and asks every node who holds `resource`.
-async fn inspect(
-    resource: &str,
-    config: Config,
-    out: &Output,
-) -> Result<(LockManager, Vec<Holder>), u8> {
-    let manager = LockManager::new(config)
-        .await
-        .map_err(|e| crate::fail(out, &e, 1))?;
-    let holders = manager
-        .inspect(resource)
-        .await
-        .map_err(|e| crate::fail(out, &e, 1))?;
-    Ok((manager, holders))
+/// What every node said about one resource.
+struct Check {
+    manager: LockManager,
+    holders: Vec<Holder>,
+    quorum: usize,
+    answered: usize,
+}
+
+impl Check {
+    /// Connects and asks every node who holds `resource`; on failure, the exit code.
+    async fn run(resource: &str, config: Config, out: &Output) -> Result<Check, u8> {
+        let manager = LockManager::new(config)
+            .await
+            .map_err(|e| crate::fail(out, &e, 1))?;
+        let holders = manager
+            .inspect(resource)
+            .await
+            .map_err(|e| crate::fail(out, &e, 1))?;
+        let quorum = manager.quorum();
+        let answered = holders.iter().filter(|h| h.error.is_none()).count();
+        Ok(Check {
+            manager,
+            holders,
+            quorum,
+            answered,
+        })
+    }
+
+    /// 0 when a quorum of nodes answered, otherwise `UNAVAILABLE`.
+    fn code(&self) -> u8 {
+        if self.answered >= self.quorum {
+            0
+        } else {
+            exit::UNAVAILABLE
+        }
+    }
 }
 
 /// The token a quorum of nodes agree on (the lock's current holder) and on how many nodes.
@@ -38,18 +60,13 @@ fn holder(holders: &[Holder], quorum: usize) -> Option<(&str, usize)> {
 }
 
 pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Output) -> u8 {
-    let (manager, holders) = match inspect(resource, config, out).await {
-        Ok(x) => x,
+    let check = match Check::run(resource, config, out).await {
+        Ok(c) => c,
         Err(code) => return code,
     };
-    let quorum = manager.quorum();
-    let answered = holders.iter().filter(|h| h.error.is_none()).count();
-    let holder = holder(&holders, quorum);
-    let code = if answered >= quorum {
-        0
-    } else {
-        exit::UNAVAILABLE
-    };
+    let (holders, quorum, answered) = (&check.holders, check.quorum, check.answered);
+    let holder = holder(holders, quorum);
+    let code = check.code();
     if out.json() {
         let v = json!({
             "resource": resource,
@@ -77,7 +94,7 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
         };
         println!("{resource:?}: {summary} (quorum {quorum})");
         let width = holders.iter().map(|h| h.url.len()).max().unwrap_or(0);
-        for h in &holders {
+        for h in holders {
             let what = match (&h.error, &h.token) {
                 (Some(e), _) => format!("error: {e}"),
                 (None, Some(t)) => format!(
@@ -96,12 +113,10 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
 /// state, each node's state (labelled by its URL, password redacted) and the counters of the
 /// manager that made the check. The exit code is as for `status`.
 pub async fn prometheus(resource: &str, key_prefix: &str, config: Config, out: &Output) -> u8 {
-    let (manager, holders) = match inspect(resource, config, out).await {
-        Ok(x) => x,
+    let check = match Check::run(resource, config, out).await {
+        Ok(c) => c,
         Err(code) => return code,
     };
-    let quorum = manager.quorum();
-    let answered = holders.iter().filter(|h| h.error.is_none()).count();
     let key = prom_label(&format!("{key_prefix}{resource}"));
     let mut text = String::new();
     let mut gauge = |name: &str, help: &str, rows: Vec<(String, String)>| {
@@ -114,7 +129,7 @@ pub async fn prometheus(resource: &str, key_prefix: &str, config: Config, out: &
             }
         }
     };
-    let held = holder(&holders, quorum).map_or(0, |(_, n)| n);
+    let held = holder(&check.holders, check.quorum).map_or(0, |(_, n)| n);
     gauge(
         "resource_held",
         "1 if a quorum of nodes hold the same token for the key",
@@ -128,9 +143,9 @@ pub async fn prometheus(resource: &str, key_prefix: &str, config: Config, out: &
     gauge(
         "quorum",
         "nodes needed for a quorum",
-        vec![(String::new(), quorum.to_string())],
+        vec![(String::new(), check.quorum.to_string())],
     );
-    let nodes = manager.node_status();
+    let nodes = check.manager.node_status();
     let per_node = |f: &dyn Fn(&ironlock::NodeStatus) -> String| {
         nodes
             .iter()
@@ -157,12 +172,8 @@ pub async fn prometheus(resource: &str, key_prefix: &str, config: Config, out: &
         "server uptime",
         per_node(&|n| n.uptime.as_secs().to_string()),
     );
-    print!("{text}{}", manager.stats().prometheus());
-    if answered >= quorum {
-        0
-    } else {
-        exit::UNAVAILABLE
-    }
+    print!("{text}{}", check.manager.stats().prometheus());
+    check.code()
 }
 
 /// A label value in the exposition format: backslash, double quote and newline escaped.

@@ -15,8 +15,11 @@ export type ErrorCode =
 
 /** How one node answered in the last round. `url` never contains a password. */
 export interface NodeReport {
+  /** Node URL with any password replaced by `***`. */
   url: string
+  /** The node's answer; `pending` when the round was decided before it answered. */
   vote: 'for' | 'against' | 'error' | 'timeout' | 'not_eligible' | 'pending' | 'reseated'
+  /** The error text for `error` and `timeout` votes, else null. */
   error: string | null
 }
 
@@ -41,13 +44,19 @@ export interface Settings
 
 /** ioredis-style options of one node (`tls` true or `{ ca }`; verification is never off). */
 export interface NodeOptions {
+  /** Host name or address (default 127.0.0.1). */
   host?: string
+  /** TCP port (default 6379). */
   port?: number
   /** Unix socket path. */
   path?: string
+  /** ACL user name. */
   username?: string
+  /** Password (never shown in errors, reports or logs). */
   password?: string
+  /** Database number. */
   db?: number
+  /** TLS: `true`, or node:tls options of which `ca` (a private CA) is read. */
   tls?: boolean | { ca?: string | Uint8Array | Array<string | Uint8Array>; [option: string]: unknown }
   /** ioredis's key prefix; ironlock uses it as `keyPrefix` when every client agrees. */
   keyPrefix?: string
@@ -55,10 +64,15 @@ export interface NodeOptions {
 
 /** node-redis-style options of one node. */
 export interface NodeRedisOptions {
+  /** `redis://` or `rediss://` URL. */
   url?: string
+  /** Where to connect (node-redis's `socket`). */
   socket?: { host?: string; port?: number; path?: string; tls?: boolean; ca?: string | Uint8Array }
+  /** ACL user name. */
   username?: string
+  /** Password (never shown in errors, reports or logs). */
   password?: string
+  /** Database number. */
   database?: number
 }
 
@@ -88,10 +102,15 @@ export interface AcquireOptions {
 
 /** node-redlock's per-call settings of `Redlock.acquire` / `Redlock.using`, and ironlock's options. */
 export interface RedlockAcquireSettings extends AcquireOptions {
+  /** Mean pause between rounds for this call, in ms. */
   retryDelay?: number
+  /** Uniform ± spread of the pause for this call, in ms. */
   retryJitter?: number
+  /** Clock drift allowance per unit of ttl for this call. */
   driftFactor?: number
+  /** node-redlock's name for `extensionThreshold`. */
   automaticExtensionThreshold?: number
+  /** `using` extends when the remaining validity falls below this many ms. */
   extensionThreshold?: number
 }
 
@@ -100,8 +119,11 @@ export type Voter = string | object
 
 /** node-redlock's summary of one round. */
 export interface ExecutionStats {
+  /** Nodes asked. */
   readonly membershipSize: number
+  /** Nodes needed. */
   readonly quorumSize: number
+  /** The nodes that voted for. */
   readonly votesFor: Set<Voter>
   /** Why each other node did not vote for: a `ResourceLockedError`, or the node's error. */
   readonly votesAgainst: Map<Voter, Error>
@@ -109,6 +131,7 @@ export interface ExecutionStats {
 
 /** node-redlock's result of an operation: one Promise of `ExecutionStats` per round. */
 export interface ExecutionResult {
+  /** One Promise of `ExecutionStats` per round (the core reports the last round's votes). */
   readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
 }
 
@@ -128,11 +151,13 @@ export interface ReleaseResult extends ExecutionResult {
 
 /** Stops the auto-extension started by `lock.keepAlive()`. */
 export interface KeepAlive {
+  /** Stops extending; the lock stays held until it expires or is released. */
   stop(): void
 }
 
 /** A lock granted by a quorum. Not released when garbage-collected: release it. */
 export declare class Lock {
+  /** Locks come only from `acquire`. */
   private constructor()
   /** The manager that granted this lock. */
   readonly manager: LockManager
@@ -156,7 +181,9 @@ export declare class Lock {
   readonly rounds: number
   /** node-redlock's per-round stats of the last operation (the acquire or the last extend). */
   readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
+  /** Still within its validity and not lost. */
   isValid(): boolean
+  /** An extension found it gone, or its validity ran out before an extension. */
   isLost(): boolean
   /** Extends to `durationMs` from now; rejects with LockLostError if the lock is gone. */
   extend(durationMs: number): Promise<Lock>
@@ -169,6 +196,7 @@ export declare class Lock {
   finish(): Promise<ReleaseResult>
   /** Extends in the background until stopped, released or lost (then released at once). */
   keepAlive(): KeepAlive
+  /** `await using lock = …` releases it at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>
 }
 
@@ -190,10 +218,22 @@ export declare class LockManager extends EventEmitter {
   ): Promise<T>
   /** Resolves once the manager has started (see `connect`). */
   ready(): Promise<void>
+  /**
+   * Acquires every resource (all or none) for `durationMs`, retrying as the settings and
+   * `options` say; rejects with LockContendedError, QuorumUnavailableError or
+   * InvalidArgumentError (naming the argument).
+   */
   acquire(resources: string[], durationMs: number, options?: AcquireOptions): Promise<Lock>
+  /** Releases `lock` (node-redlock's `redlock.release(lock)`). */
   release(lock: Lock): Promise<ReleaseResult>
+  /** Extends `lock` to `durationMs` from now; resolves to the lock. */
   extend(lock: Lock, durationMs: number): Promise<Lock>
+  /**
+   * Acquires, runs `routine` while the lock is extended automatically, then releases with the
+   * loss rule; rejects with LockLostError if the lock was lost (the routine's signal aborts).
+   */
   using<T>(resources: string[], durationMs: number, routine: Routine<T>): Promise<T>
+  /** As above, with acquire options (`signal` also aborts the routine's signal). */
   using<T>(
     resources: string[],
     durationMs: number,
@@ -202,14 +242,19 @@ export declare class LockManager extends EventEmitter {
   ): Promise<T>
   /** Counters and latency histograms since the manager was created (zero until connected). */
   stats(): Stats
+  /** Stops background work; held locks are not released; later calls reject UNAVAILABLE. */
   close(): Promise<void>
 }
 
 /** A latency histogram: `counts[i]` calls took at most `buckets[i]` s (the last count: more). */
 export interface Latency {
+  /** Upper bounds of the buckets, in seconds (0.0001 … 10). */
   readonly buckets: ReadonlyArray<number>
+  /** Calls per bucket (not cumulative); one more than `buckets`: the last is above 10 s. */
   readonly counts: ReadonlyArray<number>
+  /** Calls recorded. */
   readonly count: number
+  /** Their total duration in seconds. */
   readonly sum_seconds: number
 }
 
@@ -243,8 +288,11 @@ export interface Stats {
   readonly reconnects: number
   /** Node votes, summed over the nodes: counted "yes". */
   readonly votes_for: number
+  /** "No" votes. */
   readonly votes_against: number
+  /** Errors (including "not connected"). */
   readonly votes_error: number
+  /** Timeouts. */
   readonly votes_timeout: number
   /** "Yes" votes not counted (restart quarantine). */
   readonly votes_not_eligible: number
@@ -260,27 +308,34 @@ export interface Stats {
  * node that did not vote for an operation.
  */
 export declare class Redlock extends LockManager {
+  /** node-redlock's constructor: clients, options objects or URLs, and its settings. */
   constructor(clients?: Nodes, settings?: Settings)
+  /** node-redlock's acquire with per-call settings. */
   acquire(resources: string[], duration: number, settings?: RedlockAcquireSettings): Promise<Lock>
   /** One round; `settings` is accepted for node-redlock's signature. */
   release(lock: Lock, settings?: Partial<RedlockAcquireSettings>): Promise<ReleaseResult>
   /** Extends `lock` and resolves to it (one round; `settings` is accepted, not used). */
   extend(lock: Lock, duration: number, settings?: Partial<RedlockAcquireSettings>): Promise<Lock>
+  /** node-redlock's `using`: auto-extension, then release with the loss rule. */
   using<T>(
     resources: string[],
     duration: number,
     settings: RedlockAcquireSettings | undefined,
     routine: Routine<T>,
   ): Promise<T>
+  /** As above, with the manager's settings. */
   using<T>(resources: string[], duration: number, routine: Routine<T>): Promise<T>
   /** Closes ironlock's connections and quits the client instances it was given. */
   quit(): Promise<void>
+  /** Emitted for every node that did not vote for an operation (node-redlock's events). */
   on(event: 'error', listener: (error: Error) => void): this
+  /** EventEmitter's other events. */
   on(event: string | symbol, listener: (...args: any[]) => void): this
 }
 
 /** Base class of every ironlock error. */
 export declare class IronlockError extends Error {
+  /** The SPEC §5 kind. */
   readonly code: ErrorCode
   /** Per-node report of the last round; empty when no node was asked. */
   readonly report: NodeReport[]
@@ -294,6 +349,7 @@ export declare class IronlockError extends Error {
  * UNAVAILABLE), and LOST.
  */
 export declare class ExecutionError extends IronlockError {
+  /** node-redlock's constructor. */
   constructor(message: string, attempts: ReadonlyArray<Promise<ExecutionStats>>)
   /** One Promise of node-redlock's stats per round (the core reports the last round's votes). */
   readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
@@ -312,6 +368,7 @@ export declare class ConnectionError extends IronlockError {}
 export declare class InternalError extends IronlockError {}
 /** node-redlock's vote reason: another lock holds a resource. A value, never thrown. */
 export declare class ResourceLockedError extends Error {
+  /** node-redlock's constructor. */
   constructor(message: string)
 }
 

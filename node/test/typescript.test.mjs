@@ -32,3 +32,23 @@ test('await using releases the lock (compiled usage.mts)', { timeout: 120_000 },
     await cluster.quit()
   }
 })
+
+test('every declaration and member of lib/index.d.ts carries a doc comment', async () => {
+  const { createRequire } = await import('node:module')
+  const ts = createRequire(import.meta.url)('typescript')
+  const file = fileURLToPath(new URL('../lib/index.d.ts', import.meta.url))
+  const text = (await import('node:fs')).readFileSync(file, 'utf8')
+  const sf = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true)
+  const missing = []
+  const documented = (node) => ts.getJSDocCommentsAndTags(node).length > 0
+  const name = (node) => node.name?.getText(sf) ?? ts.SyntaxKind[node.kind]
+  for (const decl of sf.statements) {
+    if (ts.isImportDeclaration(decl) || ts.isExportDeclaration(decl)) continue
+    if (!documented(decl)) missing.push(name(decl))
+    for (const member of decl.members ?? []) {
+      // Each overload too: a reader of the editor tooltip sees only the signature it picked.
+      if (!documented(member)) missing.push(`${name(decl)}.${name(member)}`)
+    }
+  }
+  assert.deepEqual(missing, [])
+})

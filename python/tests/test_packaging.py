@@ -143,3 +143,25 @@ def test_pip_install_from_source_folder(tmp_path: Path) -> None:
     finally:
         if saved.exists() and not in_tree.exists():
             shutil.copy2(saved, in_tree)
+
+
+def test_every_public_name_and_method_has_a_docstring() -> None:
+    import inspect
+
+    missing = []
+    for name in ironlock.__all__:
+        obj = getattr(ironlock, name)
+        if name.startswith("__"):
+            continue
+        if not (getattr(obj, "__doc__", None) or "").strip():
+            missing.append(name)
+        if inspect.isclass(obj):
+            for attr, member in vars(obj).items():
+                if attr.startswith("_"):  # private, and protocol methods the class documents
+                    continue
+                if callable(member) or isinstance(member, (property, staticmethod, classmethod)) \
+                        or type(member).__name__ in ("getset_descriptor", "method_descriptor"):
+                    doc = getattr(member, "__doc__", None) or ""
+                    if not doc.strip():
+                        missing.append(f"{name}.{attr}")
+    assert not missing, "no docstring: " + ", ".join(missing)
