@@ -2,7 +2,7 @@
 //! keys, values and channels are identical whoever took the lock.
 //!
 //! KEYS layout for all scripts: the n lock keys, then (acquire and fence only) their n fence
-//! counter keys. ARGV[1] is always the token.
+//! counter keys. ARGV\[1\] is always the token.
 
 use std::sync::LazyLock;
 
@@ -86,7 +86,7 @@ return {1, fence}
 "#;
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
 
-/// Deletes every key that still holds our token and, for a real release (ARGV[2] == "1"),
+/// Deletes every key that still holds our token and, for a real release (ARGV\[2\] == "1"),
 /// announces it on the key's channel. The rollback of a failed round does not announce: waking
 /// every waiter for it would only start another round of split votes.
 /// ARGV: token, announce (0/1). Returns how many keys it deleted.
@@ -103,7 +103,7 @@ return deleted
 "#;
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
 
-/// Sets a new expiry on every key iff every key still holds our token. With ARGV[3] == "1" (sent
+/// Sets a new expiry on every key iff every key still holds our token. With ARGV\[3\] == "1" (sent
 /// only to a node that restarted since it last held the keys: re-seating, SPEC §12) a node on
 /// which every key is absent gets them back with `SET NX PX`; a foreign token is never
 /// overwritten, and a node holding some keys but not others is not re-seated.
