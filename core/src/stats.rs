@@ -9,6 +9,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::config::cut;
+use crate::error::{Error, Result};
+
 /// Upper bounds (seconds) of the latency histograms' buckets; the last bucket is +Inf.
 pub const LATENCY_BUCKETS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -294,6 +297,19 @@ impl Stats {
             .map(|(_, _, get)| get(self))
     }
 
+    /// One counter by its field name, or an `InvalidArgument` error naming the argument `arg`,
+    /// quoting at most ~80 characters of the unknown name and listing the known ones.
+    pub fn counter_named(&self, arg: &str, name: &str) -> Result<u64> {
+        self.counter(name).ok_or_else(|| {
+            let known: Vec<&str> = Stats::counter_names().collect();
+            Error::invalid(format!(
+                "{arg}: no counter named {} (one of {})",
+                cut(&format!("{name:?}")),
+                known.join(", ")
+            ))
+        })
+    }
+
     /// The snapshot as one JSON object: every counter by name, and each histogram as
     /// `{"buckets": [upper bounds in s], "counts": [...], "count": n, "sum_seconds": x}`.
     pub fn to_json(&self) -> String {
@@ -396,6 +412,14 @@ mod tests {
         assert_eq!(s.counter("granted"), Some(2));
         assert_eq!(s.counter("lost"), Some(1));
         assert_eq!(s.counter("nope"), None);
+        assert_eq!(s.counter_named("name", "lost").unwrap(), 1);
+        let e = s.counter_named("name", &"x".repeat(10_000)).unwrap_err();
+        assert!(
+            e.message().starts_with("name: no counter named \"xxx"),
+            "{e}"
+        );
+        assert!(e.message().contains("(10002 characters)"), "{e}");
+        assert!(e.message().len() < 600, "{}", e.message().len());
         let json: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
         for name in Stats::counter_names() {
             assert!(json[name].is_u64(), "{name} missing from {json}");

@@ -244,13 +244,7 @@ pub unsafe extern "C" fn ironlock_manager_stat(
         // SAFETY: forwarded caller contract.
         let name = unsafe { arg_str(name, "name") }?;
         let out = arg_out(out, "out")?;
-        let value = manager.manager().stats().counter(name).ok_or_else(|| {
-            let known: Vec<&str> = ironlock::Stats::counter_names().collect();
-            invalid(format!(
-                "name: no counter named {name:?} (one of {})",
-                known.join(", ")
-            ))
-        })?;
+        let value = manager.manager().stats().counter_named("name", name)?;
         // SAFETY: checked non-NULL above.
         unsafe { out.write(value) };
         Ok(())
