@@ -53,6 +53,11 @@ pub struct Global {
     #[arg(long, value_name = "SECS", global = true, default_value_t = 0.05)]
     pub node_timeout: f64,
 
+    /// How long to wait for a node to accept a connection; start-up goes on as soon as a quorum
+    /// of nodes is connected, and the others keep connecting in the background
+    #[arg(long, value_name = "SECS", global = true, default_value_t = 1.0)]
+    pub connect_timeout: f64,
+
     /// Count "yes" votes of nodes that restarted less than max-ttl ago (only for nodes that
     /// persist every write, e.g. `appendfsync always`, and for throw-away test nodes)
     #[arg(long, global = true)]

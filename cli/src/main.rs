@@ -105,6 +105,7 @@ fn invalid(message: String) -> Error {
 fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, Error> {
     let max_ttl = duration_from_secs_f64("--max-ttl", global.max_ttl)?;
     let node_timeout = duration_from_secs_f64("--node-timeout", global.node_timeout)?;
+    let connect_timeout = duration_from_secs_f64("--connect-timeout", global.connect_timeout)?;
     let prefix = global.key_prefix.clone();
     let quarantine = !global.no_restart_quarantine;
     let reseat = !global.no_reseat;
@@ -121,6 +122,7 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
             .key_prefix(prefix.clone())
             .max_ttl(max_ttl)
             .node_timeout(node_timeout)
+            .connect_timeout(connect_timeout)
             .restart_quarantine(quarantine)
             .reseat(reseat)
             .tls_ca_cert(ca.clone())

@@ -137,7 +137,7 @@ impl Report {
 
 impl Report {
     /// One line saying why the nodes that did not vote "for" did not, for error messages:
-    /// "3 of 3 nodes are in restart quarantine (restarted 2 s ago, counted again in 59 s …)" or
+    /// "3 of 3 nodes are in restart quarantine (restarted 2 s ago; counted again in 59 s; see restart_quarantine)" or
     /// "2 of 5 nodes did not grant: connection refused (redis://…:7002), timeout (…)".
     /// `verb` names the operation ("grant", "extend"); `against` is what a "no" means for it
     /// ("held by another client" for acquire). Empty when every node voted "for" (or had not

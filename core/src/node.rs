@@ -432,7 +432,7 @@ impl Node {
             _ => Duration::ZERO,
         };
         format!(
-            "in restart quarantine: restarted {} s ago, counted again in {} s (see restart_quarantine)",
+            "in restart quarantine: restarted {} s ago; counted again in {} s; see restart_quarantine",
             up.as_secs(),
             left.as_secs() + u64::from(left.subsec_nanos() > 0)
         )
@@ -505,12 +505,15 @@ impl Node {
                 // loads them again.
                 let noscript =
                     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
-                if noscript
-                    || e.is_io_error()
-                    || e.is_connection_dropped()
-                    || e.is_unrecoverable_error()
-                {
+                if noscript {
                     self.drop_connection(generation, &e.to_string());
+                } else if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
+                {
+                    // Said so in the report and in the error message's per-node summary
+                    // ("connection lost: broken pipe"), until a reconnect attempt says more.
+                    let why = format!("connection lost: {e}");
+                    self.drop_connection(generation, &why);
+                    return Err(Failure::Error(self.scrub(&why)));
                 }
                 Err(Failure::Error(self.scrub(&e.to_string())))
             }
@@ -527,7 +530,7 @@ impl Node {
             st.connected_at = None;
             st.last_error = Some(self.scrub(why));
         }
-        tracing::warn!(node = %self.display, error = %self.scrub(why), "connection lost; reconnecting");
+        tracing::warn!(node = %self.display, error = %self.scrub(why), "connection dropped; reconnecting");
         self.schedule_reconnect();
     }
 

@@ -80,6 +80,26 @@ fn expand(v: &Value, locks: &HashMap<String, Lock>) -> Value {
     }
 }
 
+/// `expect_message`: every listed text is in the error's one-line message, where `{nodeI}`
+/// stands for node I's `host:port`.
+fn check_message(step: &Value, message: Option<String>, urls: &[String], ctx: &str) {
+    let Some(parts) = step.get("expect_message").and_then(Value::as_array) else {
+        return;
+    };
+    let message = message.unwrap_or_else(|| panic!("{ctx}: no error message"));
+    for part in parts {
+        let mut want = part.as_str().unwrap().to_owned();
+        for (i, url) in urls.iter().enumerate() {
+            let addr = url.rsplit(['/', '@']).next().unwrap();
+            want = want.replace(&format!("{{node{i}}}"), addr);
+        }
+        assert!(
+            message.contains(&want),
+            "{ctx}: {want:?} not in {message:?}"
+        );
+    }
+}
+
 fn load(path: &PathBuf) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -94,7 +114,7 @@ async fn run(sc: Value, mut cluster: common::Cluster, user: Option<&'static str>
             .collect(),
         None => cluster.urls(),
     };
-    let manager = LockManager::new(settings(urls, &sc["settings"]))
+    let manager = LockManager::new(settings(urls.clone(), &sc["settings"]))
         .await
         .unwrap();
     let mut locks: HashMap<String, Lock> = HashMap::new();
@@ -126,6 +146,12 @@ async fn run(sc: Value, mut cluster: common::Cluster, user: Option<&'static str>
                 };
                 assert_eq!(got, step["expect"].as_str().unwrap(), "{ctx}: {r:?}");
                 check_votes(step, report.as_ref(), &ctx);
+                check_message(
+                    step,
+                    r.as_ref().err().map(|e| e.message().to_owned()),
+                    &urls,
+                    &ctx,
+                );
                 if let Some(rounds) = step.get("expect_rounds") {
                     let report = report.as_ref().expect("a report");
                     assert_eq!(u64::from(report.rounds), rounds.as_u64().unwrap(), "{ctx}");

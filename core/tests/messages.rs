@@ -17,7 +17,7 @@ async fn fresh_nodes_in_restart_quarantine_are_named_with_the_time_left() {
     let text = e.message();
     assert!(
         text.contains(
-            "3 of 3 nodes are in restart quarantine (restarted 0 s ago, counted again in 6"
+            "3 of 3 nodes are in restart quarantine (restarted 0 s ago; counted again in 6"
         ),
         "{text}"
     );

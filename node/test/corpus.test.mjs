@@ -47,7 +47,7 @@ function settings(s) {
 }
 
 const FIELDS = {
-  acquire: ['as', 'resources', 'ttl_ms', 'options', 'expect', 'expect_votes', 'expect_rounds'],
+  acquire: ['as', 'resources', 'ttl_ms', 'options', 'expect', 'expect_votes', 'expect_rounds', 'expect_message'],
   extend: ['lock', 'ttl_ms', 'expect'],
   release: ['lock', 'expect_held'],
   finish: ['lock', 'expect'],
@@ -80,6 +80,17 @@ function checkRounds(step, got, ctx) {
   if (!('expect_rounds' in step)) return
   assert.equal(got.rounds, step.expect_rounds, `${ctx}: rounds`)
   assert.ok(typeof got.elapsed === 'number' && got.elapsed > 0, `${ctx}: elapsed ${got.elapsed}`)
+}
+
+/** `expect_message`: each text is in err.message, where {nodeI} stands for node I's host:port. */
+function checkMessage(step, message, urls, ctx) {
+  for (let part of step.expect_message ?? []) {
+    assert.ok(typeof message === 'string', `${ctx}: no error message`)
+    urls.forEach((url, i) => {
+      part = part.replaceAll(`{node${i}}`, url.split('/').pop().split('@').pop())
+    })
+    assert.ok(message.includes(part), `${ctx}: ${JSON.stringify(part)} not in ${JSON.stringify(message)}`)
+  }
 }
 
 async function run(sc) {
@@ -121,6 +132,7 @@ async function run(sc) {
           assert.equal(got, step.expect, `${ctx}: ${JSON.stringify(report)}`)
           checkVotes(step, report, ctx)
           checkRounds(step, outcome, ctx)
+          checkMessage(step, outcome instanceof Error ? outcome.message : undefined, cluster.urls, ctx)
           break
         }
         case 'finish': {

@@ -72,6 +72,15 @@ def check_votes(step: Dict[str, Any], report: Optional[List[ironlock.NodeReport]
         assert got == count, f"{ctx}: {vote} votes {got} != {count} in {report}"
 
 
+def check_message(step: Dict[str, Any], message: Optional[str], urls: List[str], ctx: str) -> None:
+    """`expect_message`: each text is in str(e), where {nodeI} stands for node I's host:port."""
+    for part in step.get("expect_message", []):
+        assert message is not None, f"{ctx}: no error message"
+        for i, url in enumerate(urls):
+            part = part.replace(f"{{node{i}}}", url.rsplit("/", 1)[-1].rsplit("@", 1)[-1])
+        assert part in message, f"{ctx}: {part!r} not in {message!r}"
+
+
 def expand(value: Any, locks: Dict[str, ironlock.Lock]) -> Any:
     if isinstance(value, str) and value.startswith("$"):
         return locks[value[1:]].token
@@ -111,10 +120,12 @@ def run(sc: Dict[str, Any], cluster: Cluster) -> None:
             except ironlock.IronlockError as e:
                 assert e.code == step["expect"], f"{ctx}: {e!r} {e.report}"
                 check_votes(step, e.report, ctx)
+                check_message(step, str(e), cluster.urls, ctx)
                 rounds, elapsed = e.rounds, e.elapsed
             else:
                 assert step["expect"] == "ok", f"{ctx}: granted {lock!r}"
                 check_votes(step, lock.report, ctx)
+                check_message(step, None, cluster.urls, ctx)
                 locks[step["as"]] = lock
                 rounds, elapsed = lock.rounds, lock.elapsed
             if "expect_rounds" in step:

@@ -154,7 +154,40 @@ static void check_votes(context *cx, const json *expected) {
     }
 }
 
-static void op_acquire(context *cx, const json *step, ironlock_manager *m, named_lock *locks, size_t *n_locks) {
+/* expect_message: each text is in ironlock_last_error(), where {nodeI} stands for node I's
+   host:port (the text after the URL's last '/' or '@'). */
+static void check_message(context *cx, const json *parts, const harness *h, ironlock_status s) {
+    if (!parts) return;
+    if (parts->type != JSON_ARRAY) { failf(cx, "expect_message: not an array"); return; }
+    const char *message = ironlock_last_error();
+    if (s == IRONLOCK_OK || !message) { failf(cx, "expect_message: no error message"); return; }
+    for (size_t k = 0; k < parts->count; k++) {
+        const char *part = want_str(cx, parts->items[k], "expect_message[]");
+        if (!part) return;
+        char want[512] = "";
+        while (*part && strlen(want) < sizeof want - 80) {
+            int node = -1, used = 0;
+            if (sscanf(part, "{node%d}%n", &node, &used) == 1 && used > 0 && node >= 0 && node < h->nodes) {
+                const char *url = h->urls[node], *addr = url;
+                for (const char *c = url; *c; c++) {
+                    if (*c == '/' || *c == '@') addr = c + 1;
+                }
+                strncat(want, addr, sizeof want - strlen(want) - 1);
+                part += used;
+            } else {
+                size_t len = strlen(want);
+                want[len] = *part++;
+                want[len + 1] = '\0';
+            }
+        }
+        if (!strstr(message, want)) {
+            failf(cx, "\"%s\" not in the message \"%s\"", want, message);
+            return;
+        }
+    }
+}
+
+static void op_acquire(context *cx, const json *step, const harness *h, ironlock_manager *m, named_lock *locks, size_t *n_locks) {
     const json *res = json_get(step, "resources");
     const char *as = want_str(cx, json_get(step, "as"), "as");
     const char *expect = want_str(cx, json_get(step, "expect"), "expect");
@@ -197,6 +230,7 @@ static void op_acquire(context *cx, const json *step, ironlock_manager *m, named
     }
     if (s != IRONLOCK_OK && lock != NULL) { failf(cx, "out-parameter written on failure"); return; }
     check_votes(cx, json_get(step, "expect_votes"));
+    check_message(cx, json_get(step, "expect_message"), h, s);
     const json *rounds = json_get(step, "expect_rounds");
     if (rounds) {
         /* On success the lock's report; on failure the thread's last report is the error's. */
@@ -278,7 +312,7 @@ static void op_redis(context *cx, const json *step, harness *h, named_lock *lock
 static void run_step(context *cx, const json *step, harness *h, ironlock_manager *m, named_lock *locks, size_t *n_locks) {
     const char *op = cx->op;
     if (strcmp(op, "acquire") == 0) {
-        op_acquire(cx, step, m, locks, n_locks);
+        op_acquire(cx, step, h, m, locks, n_locks);
     } else if (strcmp(op, "extend") == 0) {
         uint64_t ttl = 0;
         const char *expect = want_str(cx, json_get(step, "expect"), "expect");
@@ -358,8 +392,8 @@ static void run_step(context *cx, const json *step, harness *h, ironlock_manager
 /* Fields every step may carry, per op (a runner fails on a field it does not know). */
 static int known_field(const char *op, const char *field) {
     static const char *common[] = {"op", "why", NULL};
-    static const struct { const char *op; const char *fields[8]; } table[] = {
-        {"acquire", {"as", "resources", "ttl_ms", "options", "expect", "expect_votes", "expect_rounds", NULL}},
+    static const struct { const char *op; const char *fields[10]; } table[] = {
+        {"acquire", {"as", "resources", "ttl_ms", "options", "expect", "expect_votes", "expect_rounds", "expect_message", NULL}},
         {"finish", {"lock", "expect", NULL}},
         {"keep_alive", {"lock", NULL}},
         {"expect_lost", {"lock", "lost", NULL}},

@@ -1,0 +1,86 @@
+//! Errors explain themselves on stderr: the one-line message of a failed acquire names why the
+//! nodes did not grant (restart quarantine with the time left, held by another client, per node);
+//! and a blackholed node does not hold a command up for its connect timeout.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{cluster, code, finish, hold, ironlock, run, signal, stderr, unique};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn fresh_nodes_in_restart_quarantine_are_named_with_the_time_left() {
+    let cluster = cluster(3);
+    // Quarantine on (the default): every fresh node is in it.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ironlock"));
+    cmd.env_remove("IRONLOCK_NODES").env_remove("REDIS_URL");
+    for u in cluster.urls() {
+        cmd.arg("--node").arg(u);
+    }
+    let out = run(cmd.args(["run", "-n", &unique("q"), "--", "true"]), LIMIT);
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    let err = stderr(&out);
+    // The first line summarizes; one line per node follows.
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("3 of 3 nodes are in restart quarantine (restarted ")
+            && first.contains(" s ago; counted again in ")
+            && first.contains("; see restart_quarantine)"),
+        "{err}"
+    );
+    assert_eq!(err.matches("not eligible").count(), 3, "{err}");
+}
+
+#[test]
+fn a_contended_acquire_names_each_node_that_refused() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let key = unique("held");
+    let holder = hold(&urls, &[], &key, "exec sleep 20");
+    let out = run(ironlock(&urls).args(["run", "-n", &key, "--", "true"]), LIMIT);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(" of 3 nodes did not grant: "), "{err}");
+    let named = urls
+        .iter()
+        .filter(|u| err.contains(&format!("held by another client ({u})")))
+        .count();
+    // The round ends once a quorum cannot be reached: two refusals of three.
+    assert!(named >= 2, "{err}");
+    signal(&holder.child, libc::SIGTERM);
+    let out = finish(holder.child, LIMIT);
+    assert_eq!(code(&out), 143, "{}", stderr(&out));
+}
+
+#[test]
+fn a_blackholed_node_does_not_hold_start_up_for_its_connect_timeout() {
+    let cluster = cluster(3);
+    // Accepts connections (the kernel's backlog) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut urls = cluster.urls();
+    urls.push(format!("redis://{}", silent.local_addr().unwrap()));
+    urls.push("redis://127.0.0.1:1".to_owned());
+    let started = Instant::now();
+    let out = run(
+        ironlock(&urls).args([
+            "--connect-timeout",
+            "10",
+            "run",
+            "-n",
+            &unique("bh"),
+            "--",
+            "true",
+        ]),
+        LIMIT,
+    );
+    let took = started.elapsed();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // N = 5, quorum 3: the three real nodes answer in milliseconds.
+    assert!(
+        took < Duration::from_secs(5),
+        "waited for the silent node's connect timeout: {took:?}"
+    );
+}
