@@ -282,7 +282,10 @@ impl Node {
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await
-            .map_err(|e| with_tls_hint(self.scrub(&e.to_string())))?;
+            .map_err(|e| {
+                let tls = self.display.starts_with("rediss://");
+                with_tls_hint(self.scrub(&e.to_string()), tls)
+            })?;
         // Read uptime after connecting: a node that restarted lost its keys and must stay out of
         // the quorum until every lock it might have held has expired (seeds: delayed restarts).
         let reply: redis::RedisResult<String> = tokio::time::timeout(
@@ -564,8 +567,16 @@ impl Node {
 }
 
 /// A connection error, with what to set when it is a TLS handshake failure the user can fix.
-fn with_tls_hint(text: String) -> String {
-    let hint = if text.contains("CertificateRequired") || text.contains("certificate required") {
+/// `tls`: the URL asked for TLS (`rediss://`).
+fn with_tls_hint(text: String, tls: bool) -> String {
+    let lower = text.to_ascii_lowercase();
+    let hint = if tls && lower.contains("timed out") {
+        // A plain server reads the ClientHello as a command and waits for the rest of the line.
+        "no TLS handshake within connect_timeout: does the server speak TLS on this port (its --tls-port)?"
+    } else if !tls && (lower.contains("connection reset") || lower.contains("broken pipe")) {
+        // A TLS port drops a client whose first bytes are not a TLS handshake.
+        "the server dropped the connection at once: does this port want TLS (a rediss:// URL)?"
+    } else if text.contains("CertificateRequired") || text.contains("certificate required") {
         "the server requires a client certificate: set tls_client_cert and tls_client_key"
     } else if text.contains("UnknownIssuer") || text.contains("unknown issuer") {
         "the server's certificate is not signed by a trusted CA: set tls_ca_cert"

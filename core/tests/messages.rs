@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{SEC, cluster, config, manager, unique};
+use common::{SEC, cluster, config, manager, ms, unique};
 use ironlock::{Config, ErrorKind, LockManager};
 
 #[tokio::test]
@@ -45,4 +45,83 @@ async fn refusals_and_dead_nodes_are_named_per_node() {
     assert!(text.contains(&format!("({})", urls[2])), "{text}");
     assert!(text.to_lowercase().contains("refused"), "{text}");
     lock.release().await;
+}
+
+/// A manager over one URL with quick failures.
+async fn failing_acquire(url: String) -> ironlock::Error {
+    let m = LockManager::new(
+        Config::new([url])
+            .restart_quarantine(false)
+            .retry_count(0)
+            .connect_timeout(ms(500)),
+    )
+    .await
+    .unwrap();
+    m.acquire(&[unique("m")], SEC).await.unwrap_err()
+}
+
+fn port_of(url: &str) -> &str {
+    url.rsplit(':').next().unwrap()
+}
+
+#[tokio::test]
+async fn tls_against_a_plain_server_says_so() {
+    let c = cluster(1);
+    let e = failing_acquire(format!("rediss://127.0.0.1:{}", port_of(&c.urls()[0]))).await;
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    assert!(
+        e.message()
+            .contains("does the server speak TLS on this port (its --tls-port)?"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_password_is_named_and_never_shown() {
+    let c = cluster(1);
+    let e = failing_acquire(format!(
+        "redis://:s3cretpw@127.0.0.1:{}",
+        port_of(&c.urls()[0])
+    ))
+    .await;
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    let text = e.message();
+    assert!(
+        text.to_lowercase().contains("authentication failed"),
+        "{text}"
+    );
+    assert!(text.contains("(redis://:***@127.0.0.1:"), "{text}");
+    assert!(!e.to_string().contains("s3cretpw"), "{e}");
+}
+
+#[tokio::test]
+async fn plain_against_a_tls_port_says_so() {
+    let dir = std::env::temp_dir().join(unique("ironlock-msg-tls").replace(':', "-"));
+    ironlock_harness::make_test_pki(&dir);
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_owned();
+    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let (cert, key, ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
+    let args = [
+        "--tls-port",
+        &tls_port,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &ca,
+    ];
+    let _c = ironlock_harness::Cluster::start_with(1, &args).unwrap();
+    let e = failing_acquire(format!("redis://127.0.0.1:{tls_port}")).await;
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    assert!(
+        e.message()
+            .contains("does this port want TLS (a rediss:// URL)?"),
+        "{e}"
+    );
 }
