@@ -47,11 +47,6 @@ impl Cluster {
             node_timeout: config.node_timeout,
             connect_timeout: config.connect_timeout,
             quarantine,
-            tls_ca_cert: config.tls_ca_cert.as_deref(),
-            tls_client: config
-                .tls_client_cert
-                .as_deref()
-                .zip(config.tls_client_key.as_deref()),
             inflight: inflight.clone(),
             rt: rt.clone(),
             epoch_key: crate::scripts::epoch_key(&config.key_prefix),
@@ -59,13 +54,18 @@ impl Cluster {
         let mut nodes = Vec::with_capacity(specs.len());
         for (i, spec) in specs.into_iter().enumerate() {
             let display = spec.display.clone();
+            let own = config.node_tls.get(&i);
             let node = Node::new(spec, &settings).map_err(|e| match e.strip_prefix("tls: ") {
                 Some(why) => Error::invalid(format!(
                     "{}: unusable certificate or key: {why}",
-                    if config.tls_ca_cert.is_some() && config.tls_client_cert.is_none() {
-                        "tls_ca_cert"
-                    } else {
-                        "tls_ca_cert / tls_client_cert / tls_client_key"
+                    match own {
+                        Some(_) => format!("node_tls[{i}]"),
+                        None if config.tls_ca_cert.is_some()
+                            && config.tls_client_cert.is_none() =>
+                        {
+                            "tls_ca_cert".to_owned()
+                        }
+                        None => "tls_ca_cert / tls_client_cert / tls_client_key".to_owned(),
                     }
                 )),
                 None => Error::new(ErrorKind::Connection, format!("nodes[{i}]: {display}: {e}")),

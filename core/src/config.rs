@@ -1,6 +1,6 @@
 //! Settings, their defaults, and the validation every binding relies on (SPEC §4, §6).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -37,6 +37,36 @@ pub struct Config {
     pub(crate) tls_ca_cert: Option<Vec<u8>>,
     pub(crate) tls_client_cert: Option<Vec<u8>>,
     pub(crate) tls_client_key: Option<Vec<u8>>,
+    pub(crate) tls_server_name: Option<String>,
+    /// Per-node TLS, by node index (validated against the node list).
+    pub(crate) node_tls: BTreeMap<usize, NodeTls>,
+}
+
+/// TLS settings of one node that override the manager's for that node only; a field left `None`
+/// takes the manager's ([`Config::tls_ca_cert`], [`Config::tls_client_cert`],
+/// [`Config::tls_client_key`], [`Config::tls_server_name`]). Give it with [`Config::node_tls`].
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct NodeTls {
+    /// The CA (PEM) this node's certificate is checked against.
+    pub ca_cert: Option<Vec<u8>>,
+    /// The client certificate (PEM) this node wants for mutual TLS.
+    pub client_cert: Option<Vec<u8>>,
+    /// The private key (PEM) of `client_cert`. Never shown in `Debug` or errors.
+    pub client_key: Option<Vec<u8>>,
+    /// The name this node's certificate must hold, when the URL's host is not it (an IP
+    /// address, a load balancer's name); also sent as the TLS server name (SNI).
+    pub server_name: Option<String>,
+}
+
+impl fmt::Debug for NodeTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeTls")
+            .field("ca_cert", &self.ca_cert.as_ref().map(|_| "<PEM>"))
+            .field("client_cert", &self.client_cert.as_ref().map(|_| "<PEM>"))
+            .field("client_key", &self.client_key.as_ref().map(|_| "***"))
+            .field("server_name", &self.server_name)
+            .finish()
+    }
 }
 
 /// Defaults, as in the seeds where they give one.
@@ -86,6 +116,8 @@ impl Config {
             tls_ca_cert: None,
             tls_client_cert: None,
             tls_client_key: None,
+            tls_server_name: None,
+            node_tls: BTreeMap::new(),
         }
     }
 
@@ -175,6 +207,55 @@ impl Config {
         self.tls_client_key = pem;
         self
     }
+
+    /// The name every `rediss://` node's certificate must hold when the URLs name the nodes
+    /// otherwise (by IP address, say); also sent as the TLS server name (SNI). redis-cli's
+    /// `--sni`. Verification stays on: the certificate must be valid for this name.
+    #[must_use]
+    pub fn tls_server_name(mut self, name: Option<String>) -> Self {
+        self.tls_server_name = name;
+        self
+    }
+
+    /// TLS settings for node `index` (in the order of the node list) that override the
+    /// manager's for that node: its own CA, client certificate and key, or server name. The node
+    /// must be a `rediss://` URL. Given twice for one node, the last one counts.
+    #[must_use]
+    pub fn node_tls(mut self, index: usize, tls: NodeTls) -> Self {
+        self.node_tls.insert(index, tls);
+        self
+    }
+
+    /// What node `index` connects with: its own TLS settings, else the manager's.
+    pub(crate) fn effective_tls(&self, index: usize) -> EffectiveTls {
+        let own = self.node_tls.get(&index);
+        let pick =
+            |mine: Option<&Vec<u8>>, manager: &Option<Vec<u8>>| mine.or(manager.as_ref()).cloned();
+        let cert = pick(
+            own.and_then(|t| t.client_cert.as_ref()),
+            &self.tls_client_cert,
+        );
+        let key = pick(
+            own.and_then(|t| t.client_key.as_ref()),
+            &self.tls_client_key,
+        );
+        EffectiveTls {
+            ca_cert: pick(own.and_then(|t| t.ca_cert.as_ref()), &self.tls_ca_cert),
+            client: cert.zip(key),
+            server_name: own
+                .and_then(|t| t.server_name.clone())
+                .or_else(|| self.tls_server_name.clone()),
+        }
+    }
+}
+
+/// The TLS one node connects with (its own settings over the manager's).
+#[derive(Clone, Default)]
+pub(crate) struct EffectiveTls {
+    pub(crate) ca_cert: Option<Vec<u8>>,
+    /// Client certificate and key (PEM) for mutual TLS.
+    pub(crate) client: Option<(Vec<u8>, Vec<u8>)>,
+    pub(crate) server_name: Option<String>,
 }
 
 impl fmt::Debug for Config {
@@ -205,6 +286,8 @@ impl fmt::Debug for Config {
                 "tls_client_key",
                 &self.tls_client_key.as_ref().map(|_| "***"),
             )
+            .field("tls_server_name", &self.tls_server_name)
+            .field("node_tls", &self.node_tls)
             .finish()
     }
 }
@@ -213,6 +296,8 @@ impl fmt::Debug for Config {
 pub(crate) struct NodeSpec {
     pub(crate) info: redis::ConnectionInfo,
     pub(crate) display: String,
+    /// The TLS it connects with (for `rediss://` nodes).
+    pub(crate) tls: EffectiveTls,
     pub(crate) secret: Option<String>,
 }
 
@@ -282,13 +367,45 @@ impl Config {
                 "tls_client_cert: a client key needs its certificate"
             }));
         }
+        if let Some(name) = &self.tls_server_name {
+            check_server_name("tls_server_name", name)?;
+        }
+        for (i, tls) in &self.node_tls {
+            let name = format!("node_tls[{i}]");
+            if *i >= self.nodes.len() {
+                return Err(Error::invalid(format!(
+                    "{name}: there is no node {i} (the node list has {})",
+                    self.nodes.len()
+                )));
+            }
+            if tls.client_cert.is_some() != tls.client_key.is_some() {
+                return Err(Error::invalid(if tls.client_cert.is_some() {
+                    format!("{name}.client_key: a client certificate needs its private key")
+                } else {
+                    format!("{name}.client_cert: a client key needs its certificate")
+                }));
+            }
+            if let Some(server) = &tls.server_name {
+                check_server_name(&format!("{name}.server_name"), server)?;
+            }
+        }
         if self.key_prefix.contains('\0') {
             return Err(Error::invalid("key_prefix: must not contain NUL"));
         }
         let mut seen = HashSet::new();
         let mut specs = Vec::with_capacity(self.nodes.len());
         for (i, url) in self.nodes.iter().enumerate() {
-            let spec = parse_node(i, url)?;
+            let mut spec = parse_node(i, url)?;
+            let tls = matches!(spec.info.addr(), redis::ConnectionAddr::TcpTls { .. });
+            if !tls && self.node_tls.contains_key(&i) {
+                return Err(Error::invalid(format!(
+                    "node_tls[{i}]: nodes[{i}] ({}) does not use TLS (a rediss:// URL does)",
+                    cut(&spec.display)
+                )));
+            }
+            if tls {
+                spec.tls = self.effective_tls(i);
+            }
             let identity = format!("{:?}/{}", spec.info.addr(), spec.info.redis_settings().db());
             if !seen.insert(identity) {
                 return Err(Error::invalid(format!(
@@ -329,6 +446,26 @@ impl Config {
 }
 
 const DAY: Duration = Duration::from_secs(86_400);
+
+/// A TLS server name: a DNS name (letters, digits, `-`, `.`, at most 253 characters) or an IP
+/// address.
+fn check_server_name(name: &str, value: &str) -> Result<()> {
+    let dns = !value.is_empty()
+        && value.len() <= 253
+        && value.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if dns || value.parse::<std::net::IpAddr>().is_ok() {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{name}: {:?} is not a DNS name or an IP address",
+            cut(value)
+        )))
+    }
+}
 
 /// The largest `max_ttl`: 2^53 − 1 ms, the largest integer a JavaScript number holds exactly
 /// (node-redlock's users pass durations up to `Number.MAX_SAFE_INTEGER`); Redis takes it in PX.
@@ -413,6 +550,7 @@ fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
     Ok(NodeSpec {
         info,
         display,
+        tls: EffectiveTls::default(),
         secret,
     })
 }

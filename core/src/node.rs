@@ -5,11 +5,72 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
 use crate::config::{NodeSpec, scrub};
 use crate::drain::{Draining, InFlight};
+
+/// Resolves a TLS server name to the host the node's URL gives (the connection goes to that
+/// host; the certificate is checked against the name).
+#[derive(Clone)]
+struct Pinned {
+    host: String,
+}
+
+impl redis::io::AsyncDNSResolver for Pinned {
+    fn resolve<'a, 'b: 'a>(
+        &'a self,
+        _name: &'b str,
+        port: u16,
+    ) -> redis::RedisFuture<'a, Box<dyn Iterator<Item = std::net::SocketAddr> + Send + 'a>> {
+        Box::pin(async move {
+            let addrs: Vec<std::net::SocketAddr> =
+                tokio::net::lookup_host((self.host.as_str(), port))
+                    .await?
+                    .collect();
+            Ok(Box::new(addrs.into_iter()) as Box<dyn Iterator<Item = _> + Send>)
+        })
+    }
+}
+
+/// The subscribing half of a node's notification connection.
+pub(crate) enum Subscriber {
+    /// A RESP2 pub/sub connection.
+    PubSub(redis::aio::PubSubSink),
+    /// A RESP3 multiplexed connection whose pushes carry the messages (nodes with a TLS server
+    /// name: only this kind of connection takes the resolver that pins the name to the host).
+    Push(MultiplexedConnection),
+}
+
+impl Subscriber {
+    pub(crate) async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Subscriber::PubSub(s) => s.subscribe(channels).await,
+            Subscriber::Push(c) => c.subscribe(channels).await,
+        }
+    }
+
+    pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Subscriber::PubSub(s) => s.unsubscribe(channels).await,
+            Subscriber::Push(c) => c.unsubscribe(channels).await,
+        }
+    }
+}
+
+impl Clone for Subscriber {
+    fn clone(&self) -> Self {
+        match self {
+            Subscriber::PubSub(s) => Subscriber::PubSub(s.clone()),
+            Subscriber::Push(c) => Subscriber::Push(c.clone()),
+        }
+    }
+}
+
+/// Release announcements: `(channel, payload)`.
+pub(crate) type Messages = futures_util::stream::BoxStream<'static, (String, String)>;
 
 /// Why a node did not vote.
 #[derive(Debug, Clone)]
@@ -65,6 +126,12 @@ pub(crate) struct Node {
     pub(crate) display: String,
     secret: Option<String>,
     client: redis::Client,
+    /// With a TLS server name other than the URL's host: the client connects to the name (so
+    /// that the certificate is checked against it) and this resolves the name to the URL's host.
+    pinned: Option<Pinned>,
+    /// With `pinned`: a RESP3 client for release notifications (pub/sub pushes on a multiplexed
+    /// connection, the one kind of connection that takes a custom resolver).
+    push_client: Option<redis::Client>,
     node_timeout: Duration,
     connect_timeout: Duration,
     /// `None` when restart quarantine is off.
@@ -128,14 +195,11 @@ pub struct NodeStatus {
 }
 
 /// How a manager's nodes connect and where their background work runs.
-pub(crate) struct NodeSettings<'a> {
+pub(crate) struct NodeSettings {
     pub(crate) node_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     /// `None` when restart quarantine is off.
     pub(crate) quarantine: Option<Duration>,
-    pub(crate) tls_ca_cert: Option<&'a [u8]>,
-    /// Client certificate and key (PEM) for mutual TLS.
-    pub(crate) tls_client: Option<(&'a [u8], &'a [u8])>,
     pub(crate) inflight: Arc<InFlight>,
     pub(crate) rt: tokio::runtime::Handle,
     /// [`crate::scripts::epoch_key`] of the manager's key prefix.
@@ -143,27 +207,61 @@ pub(crate) struct NodeSettings<'a> {
 }
 
 impl Node {
-    pub(crate) fn new(spec: NodeSpec, settings: &NodeSettings<'_>) -> Result<Arc<Node>, String> {
-        let tls = matches!(spec.info.addr(), redis::ConnectionAddr::TcpTls { .. });
-        let client_tls = settings
-            .tls_client
-            .map(|(cert, key)| redis::ClientTlsConfig {
-                client_cert: cert.to_vec(),
-                client_key: key.to_vec(),
-            });
-        let client = if tls && (settings.tls_ca_cert.is_some() || client_tls.is_some()) {
-            let certs = redis::TlsCertificates {
-                client_tls,
-                root_cert: settings.tls_ca_cert.map(<[u8]>::to_vec),
+    pub(crate) fn new(spec: NodeSpec, settings: &NodeSettings) -> Result<Arc<Node>, String> {
+        let mut info = spec.info;
+        let mut pinned = None;
+        if let (
+            Some(name),
+            redis::ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure,
+                tls_params,
+            },
+        ) = (&spec.tls.server_name, info.addr())
+        {
+            pinned = Some(Pinned { host: host.clone() });
+            let addr = redis::ConnectionAddr::TcpTls {
+                host: name.clone(),
+                port: *port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
             };
-            redis::Client::build_with_tls(spec.info, certs).map_err(|e| format!("tls: {e}"))?
-        } else {
-            redis::Client::open(spec.info).map_err(|e| e.to_string())?
+            info = info.set_addr(addr);
+        }
+        let build = |info: redis::ConnectionInfo| -> Result<redis::Client, String> {
+            let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+            let t = &spec.tls;
+            if tls && (t.ca_cert.is_some() || t.client.is_some()) {
+                let certs = redis::TlsCertificates {
+                    client_tls: t.client.clone().map(|(cert, key)| redis::ClientTlsConfig {
+                        client_cert: cert,
+                        client_key: key,
+                    }),
+                    root_cert: t.ca_cert.clone(),
+                };
+                redis::Client::build_with_tls(info, certs).map_err(|e| format!("tls: {e}"))
+            } else {
+                redis::Client::open(info).map_err(|e| e.to_string())
+            }
         };
+        let push_client = match pinned {
+            Some(_) => {
+                let resp3 = info
+                    .redis_settings()
+                    .clone()
+                    .set_protocol(redis::ProtocolVersion::RESP3);
+                Some(build(info.clone().set_redis_settings(resp3))?)
+            }
+            None => None,
+        };
+        let client = build(info)?;
         Ok(Arc::new(Node {
             display: spec.display,
             secret: spec.secret,
             client,
+            pinned,
+            push_client,
             node_timeout: settings.node_timeout,
             connect_timeout: settings.connect_timeout,
             quarantine: settings.quarantine,
@@ -187,8 +285,47 @@ impl Node {
         }))
     }
 
-    pub(crate) fn client(&self) -> &redis::Client {
-        &self.client
+    /// A pub/sub connection for release notifications: what to subscribe with and the
+    /// `(channel, payload)` messages, which end when the connection does.
+    pub(crate) async fn subscriber(&self) -> redis::RedisResult<(Subscriber, Messages)> {
+        let Some(client) = &self.push_client else {
+            let (sink, stream) = self.client.get_async_pubsub().await?.split();
+            let messages = stream.map(|m| {
+                let payload: String = m.get_payload().unwrap_or_default();
+                (m.get_channel_name().to_owned(), payload)
+            });
+            return Ok((Subscriber::PubSub(sink), Box::pin(messages)));
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<redis::PushInfo>();
+        let mut config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(None)
+            .set_push_sender(tx);
+        if let Some(p) = &self.pinned {
+            config = config.set_dns_resolver(p.clone());
+        }
+        let conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        let messages = futures_util::stream::unfold(rx, |mut rx| async move {
+            loop {
+                let push = rx.recv().await?;
+                match push.kind {
+                    redis::PushKind::Message => {
+                        let mut data = push.data.into_iter();
+                        let (Some(channel), Some(payload)) = (data.next(), data.next()) else {
+                            continue;
+                        };
+                        let channel = String::from_redis_value(channel).unwrap_or_default();
+                        let payload = String::from_redis_value(payload).unwrap_or_default();
+                        return Some(((channel, payload), rx));
+                    }
+                    redis::PushKind::Disconnection => return None,
+                    _ => {}
+                }
+            }
+        });
+        Ok((Subscriber::Push(conn), Box::pin(messages)))
     }
 
     pub(crate) fn scrub(&self, text: &str) -> String {
@@ -249,7 +386,10 @@ impl Node {
     async fn resolve(&self) -> Result<(), String> {
         let (host, port) = match self.client.get_connection_info().addr() {
             redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
-            redis::ConnectionAddr::TcpTls { host, port, .. } => (host.clone(), *port),
+            redis::ConnectionAddr::TcpTls { host, port, .. } => match &self.pinned {
+                Some(p) => (p.host.clone(), *port),
+                None => (host.clone(), *port),
+            },
             _ => return Ok(()),
         };
         let lookup = tokio::time::timeout(
@@ -274,10 +414,13 @@ impl Node {
 
     async fn try_connect(&self) -> Result<(), String> {
         self.resolve().await?;
-        let config = AsyncConnectionConfig::new()
+        let mut config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(None)
             .set_pipeline_buffer_size(4096);
+        if let Some(p) = &self.pinned {
+            config = config.set_dns_resolver(p.clone());
+        }
         let mut conn = self
             .client
             .get_multiplexed_async_connection_with_config(&config)
@@ -580,8 +723,8 @@ fn with_tls_hint(text: String, tls: bool) -> String {
         "the server requires a client certificate: set tls_client_cert and tls_client_key"
     } else if text.contains("UnknownIssuer") || text.contains("unknown issuer") {
         "the server's certificate is not signed by a trusted CA: set tls_ca_cert"
-    } else if text.contains("NotValidForName") {
-        "the server's certificate does not name this host: connect by a name it holds"
+    } else if text.contains("NotValidForName") || text.contains("not valid for name") {
+        "the server's certificate does not name this host: connect by a name it holds, or set tls_server_name to one"
     } else if text.contains("InvalidContentType") || text.contains("corrupt message") {
         "the server did not answer in TLS: is this its --tls-port?"
     } else if text.contains("BadCertificate") || text.contains("UnknownCA") {

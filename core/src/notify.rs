@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
-use redis::aio::PubSubSink;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
-use crate::node::Node;
+use crate::node::{Node, Subscriber};
 
 /// One waiter (an acquire between two rounds). A release wakes ONE waiter of this manager per
 /// resource, first come first served: the others would only split the votes and pay a full
@@ -92,7 +91,7 @@ pub(crate) struct Notifier {
     /// The manager's runtime: subscriptions and readers run there.
     rt: Handle,
     channels: Arc<Mutex<Channels>>,
-    sinks: Vec<tokio::sync::Mutex<Option<PubSubSink>>>,
+    sinks: Vec<tokio::sync::Mutex<Option<Subscriber>>>,
     tasks: Mutex<Vec<AbortHandle>>,
     pub(crate) wakeups: AtomicU64,
 }
@@ -178,20 +177,17 @@ impl Notifier {
     }
 
     /// The node's pub/sub sink, connecting (and re-subscribing what is watched) when needed.
-    async fn sink(self: &Arc<Self>, i: usize) -> Option<PubSubSink> {
+    async fn sink(self: &Arc<Self>, i: usize) -> Option<Subscriber> {
         let mut slot = self.sinks[i].lock().await;
         if let Some(s) = slot.as_ref() {
             return Some(s.clone());
         }
         let node = &self.nodes[i];
-        let pubsub = tokio::time::timeout(
-            std::time::Duration::from_secs(1),
-            node.client().get_async_pubsub(),
-        )
-        .await
-        .ok()?
-        .ok()?;
-        let (mut sink, mut stream) = pubsub.split();
+        let (mut sink, mut stream) =
+            tokio::time::timeout(std::time::Duration::from_secs(1), node.subscriber())
+                .await
+                .ok()?
+                .ok()?;
         let watched: Vec<String> = {
             let ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
             ch.channels.keys().cloned().collect()
@@ -202,14 +198,11 @@ impl Notifier {
         let channels = self.channels.clone();
         let quorum = self.quorum;
         let task = self.rt.spawn(async move {
-            while let Some(msg) = stream.next().await {
-                let token: String = msg.get_payload().unwrap_or_default();
-                channels.lock().unwrap_or_else(|p| p.into_inner()).announce(
-                    msg.get_channel_name(),
-                    i,
-                    token,
-                    quorum,
-                );
+            while let Some((channel, token)) = stream.next().await {
+                channels
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .announce(&channel, i, token, quorum);
             }
         });
         self.track(task.abort_handle());

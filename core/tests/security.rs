@@ -318,3 +318,172 @@ async fn mutual_tls_as_the_least_privilege_user_with_fencing() {
     assert!(e.message().starts_with("tls_client_key"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One TLS node (`tls-auth-clients yes`, the least-privilege user) serving `cert`/`key` from
+/// `dir`; returns the cluster and the TLS port.
+fn tls_node(dir: &std::path::Path, cert: &str, key: &str) -> (Cluster, u16) {
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_owned();
+    let port = free_port();
+    let mut args: Vec<String> = vec![
+        "--tls-port".into(),
+        port.to_string(),
+        "--tls-cert-file".into(),
+        path(cert),
+        "--tls-key-file".into(),
+        path(key),
+        "--tls-ca-cert-file".into(),
+        path("ca.pem"),
+        "--tls-auth-clients".into(),
+        "yes".into(),
+    ];
+    args.extend(["--user", "default", "on", "nopass", "~*", "&*", "+@all"].map(String::from));
+    args.extend(LEAST_PRIVILEGE.map(String::from));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    (Cluster::start_with(1, &refs).unwrap(), port)
+}
+
+/// Node 0's certificate names only `redis-a.ironlock.test` (the URL says 127.0.0.1); node 1's is
+/// signed by another CA. Per-node TLS settings (server name, CA) make both usable, with
+/// verification on; without them each handshake error says what to set. Release wake-ups work
+/// through both kinds of notification connection (node 0's is RESP3 pushes).
+#[tokio::test]
+async fn a_server_name_and_per_node_tls_with_mutual_tls_as_the_least_privilege_user() {
+    let dir = std::env::temp_dir().join(unique("ironlock-sni").replace(':', "-"));
+    ironlock_harness::make_test_pki(&dir);
+    let read = |f: &str| Some(std::fs::read(dir.join(f)).unwrap());
+    let (_a, port_a) = tls_node(&dir, "named.pem", "named.key");
+    let (_b, port_b) = tls_node(&dir, "other-server.pem", "other-server.key");
+    let urls = [port_a, port_b].map(|p| format!("rediss://app:app-Pa55@127.0.0.1:{p}"));
+    let base = || {
+        Config::new(urls.clone())
+            .key_prefix("lk:")
+            .restart_quarantine(false)
+            .retry_count(0)
+            .connect_timeout(2 * SEC)
+            .tls_ca_cert(read("ca.pem"))
+            .tls_client_cert(read("client.pem"))
+            .tls_client_key(read("client.key"))
+    };
+    // Without them: both handshakes fail, and the one-line message says why, per node.
+    let m = LockManager::new(base()).await.unwrap();
+    let e = m.acquire(&[unique("sni")], 5 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let text = e.message();
+    assert!(
+        text.contains("the server's certificate does not name this host"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the server's certificate is not signed by a trusted CA: set tls_ca_cert"),
+        "{text}"
+    );
+    assert!(!e.to_string().contains("app-Pa55"), "{e}");
+    drop(m);
+    // With them: granted by both nodes (N = 2, quorum 2), with a fencing token.
+    let config = base()
+        .node_tls(
+            0,
+            ironlock::NodeTls {
+                server_name: Some("redis-a.ironlock.test".into()),
+                ..Default::default()
+            },
+        )
+        .node_tls(
+            1,
+            ironlock::NodeTls {
+                ca_cert: read("other-ca.pem"),
+                ..Default::default()
+            },
+        )
+        .retry_count(20)
+        .retry_delay(10 * SEC);
+    assert!(!format!("{config:?}").contains("PRIVATE KEY"));
+    let m = LockManager::new(config).await.unwrap();
+    let r = unique("sni");
+    let lock = m
+        .acquire_with(
+            &[&r],
+            5 * SEC,
+            ironlock::AcquireOptions::default().fencing(true),
+        )
+        .await
+        .expect("granted with per-node TLS");
+    assert!(lock.fence().is_some());
+    // A waiter with a 10 s retry delay is woken by the release: both nodes announce it.
+    let waiter = {
+        let m = m.clone();
+        let r = r.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let l = m
+                .acquire_with(&[&r], 5 * SEC, ironlock::AcquireOptions::wait(8 * SEC))
+                .await
+                .unwrap();
+            let waited = started.elapsed();
+            l.release().await;
+            waited
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(lock.release().await.held);
+    let waited = waiter.await.unwrap();
+    assert!(waited < 5 * SEC, "not woken by the release: {waited:?}");
+    assert!(m.stats().wakeups >= 1, "{:?}", m.stats());
+    // The manager-wide server name is the fallback of every node.
+    let one = Config::new([urls[0].clone()])
+        .key_prefix("lk:")
+        .restart_quarantine(false)
+        .retry_count(0)
+        .connect_timeout(2 * SEC)
+        .tls_ca_cert(read("ca.pem"))
+        .tls_client_cert(read("client.pem"))
+        .tls_client_key(read("client.key"))
+        .tls_server_name(Some("redis-a.ironlock.test".into()));
+    let m1 = LockManager::new(one).await.unwrap();
+    m1.acquire(&[unique("sni")], 5 * SEC)
+        .await
+        .expect("granted")
+        .release()
+        .await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_tls_settings_name_the_argument() {
+    let check = |c: Config, starts: &str| {
+        let e = c.check().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.message().starts_with(starts), "{e}");
+    };
+    let tls = || Config::new(["rediss://127.0.0.1:6380", "redis://127.0.0.1:6379"]);
+    let named = |n: &str| ironlock::NodeTls {
+        server_name: Some(n.into()),
+        ..Default::default()
+    };
+    check(
+        tls().node_tls(2, named("a.test")),
+        "node_tls[2]: there is no node 2",
+    );
+    check(
+        tls().node_tls(1, named("a.test")),
+        "node_tls[1]: nodes[1] (redis://127.0.0.1:6379) does not use TLS",
+    );
+    check(
+        tls().node_tls(0, named("no spaces")),
+        "node_tls[0].server_name: \"no spaces\" is not a DNS name",
+    );
+    check(
+        tls().tls_server_name(Some(String::new())),
+        "tls_server_name: \"\" is not a DNS name",
+    );
+    let key_only = ironlock::NodeTls {
+        client_key: Some(b"-----BEGIN PRIVATE KEY-----".to_vec()),
+        ..Default::default()
+    };
+    check(
+        tls().node_tls(0, key_only.clone()),
+        "node_tls[0].client_cert: a client key needs its certificate",
+    );
+    assert!(!format!("{:?}", tls().node_tls(0, key_only)).contains("PRIVATE"));
+    assert!(tls().node_tls(0, named("10.0.0.1")).check().is_ok());
+}

@@ -18,8 +18,11 @@ fn openssl(dir: &Path, args: &[&str]) {
 
 /// Writes a throw-away PKI into `dir` with the `openssl` command: a CA (`ca.pem`, `ca.key`), a
 /// server certificate for 127.0.0.1 and localhost signed by it (`server.pem`, `server.key`), a
-/// client certificate for mutual TLS (`client.pem`, `client.key`) and an unrelated second CA
-/// (`other-ca.pem`). Valid for two days; for tests only.
+/// client certificate for mutual TLS (`client.pem`, `client.key`), a server certificate that
+/// names only `redis-a.ironlock.test` (`named.pem`, `named.key`: a client must verify that name
+/// while connecting to 127.0.0.1), an unrelated second CA (`other-ca.pem`) and a server
+/// certificate for 127.0.0.1 signed by it (`other-server.pem`, `other-server.key`). Valid for two
+/// days; for tests only.
 pub fn make_test_pki(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
     for ca in ["ca", "other-ca"] {
@@ -48,6 +51,19 @@ pub fn make_test_pki(dir: &Path) {
         "/CN=127.0.0.1",
         "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
     );
+    signed(
+        dir,
+        "named",
+        "/CN=redis-a.ironlock.test",
+        "subjectAltName=DNS:redis-a.ironlock.test\n",
+    );
+    signed_by(
+        dir,
+        "other-ca",
+        "other-server",
+        "/CN=127.0.0.1",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    );
     // Extensions make it an X.509 v3 certificate (webpki refuses v1).
     signed(
         dir,
@@ -60,6 +76,12 @@ pub fn make_test_pki(dir: &Path) {
 /// `NAME.key` and `NAME.pem`: a key and a certificate for `subject` with the extensions `ext`,
 /// signed by the test CA.
 fn signed(dir: &Path, name: &str, subject: &str, ext: &str) {
+    signed_by(dir, "ca", name, subject, ext);
+}
+
+/// As [`signed`], by the CA `ca` (`ca.pem`, `ca.key` in `dir`).
+fn signed_by(dir: &Path, ca: &str, name: &str, subject: &str, ext: &str) {
+    let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
     let (key, csr, pem, cnf) = (
         format!("{name}.key"),
         format!("{name}.csr"),
@@ -81,9 +103,9 @@ fn signed(dir: &Path, name: &str, subject: &str, ext: &str) {
             "-in",
             &csr,
             "-CA",
-            "ca.pem",
+            &ca_pem,
             "-CAkey",
-            "ca.key",
+            &ca_key,
             "-CAcreateserial",
             "-out",
             &pem,
