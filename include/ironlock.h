@@ -382,6 +382,34 @@ ironlock_status ironlock_config_set_tls_client_key_file(struct ironlock_config *
                                                         const char *path);
 
 /**
+ * The name every `rediss://` node's certificate must hold when the node URLs name the nodes
+ * otherwise (an IP address); also sent as the TLS server name (SNI). Verification stays on.
+ * Checked when the manager starts (a DNS name or an IP address). Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config; `name` is NULL or a NUL-terminated string.
+ */
+ironlock_status ironlock_config_set_tls_server_name(struct ironlock_config *config,
+                                                    const char *name);
+
+/**
+ * TLS settings of node `index` (in the order the nodes were added) that override the
+ * manager's for that node: its trusted CA, client certificate and key (PEM text, copied) and
+ * the name its certificate must hold. Each may be NULL: the manager's setting then. The node
+ * must be a `rediss://` URL; checked when the manager starts. Called again for the same node,
+ * the last call counts. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config; each string is NULL or NUL-terminated.
+ */
+ironlock_status ironlock_config_set_node_tls(struct ironlock_config *config,
+                                             size_t index,
+                                             const char *ca_pem,
+                                             const char *cert_pem,
+                                             const char *key_pem,
+                                             const char *server_name);
+
+/**
  * The name of a status, e.g. `"CONTENDED"` for `IRONLOCK_CONTENDED` (`"OK"` for
  * `IRONLOCK_OK`, `"UNKNOWN"` for a number this library does not know).
  *

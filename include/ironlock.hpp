@@ -158,6 +158,18 @@ public:
     config &tls_client_key_file(const std::string &path) {
         return apply(ironlock_config_set_tls_client_key_file(c_.get(), path.c_str()));
     }
+    /// The name the nodes' certificates must hold when the URLs name them otherwise (SNI too).
+    config &tls_server_name(const std::string &name) {
+        return apply(ironlock_config_set_tls_server_name(c_.get(), name.c_str()));
+    }
+    /// Node `index`'s own TLS (PEM text and a server name); an empty optional keeps the manager's.
+    config &node_tls(std::size_t index, const std::optional<std::string> &ca_pem,
+                     const std::optional<std::string> &cert_pem, const std::optional<std::string> &key_pem,
+                     const std::optional<std::string> &server_name) {
+        auto c = [](const std::optional<std::string> &s) { return s ? s->c_str() : nullptr; };
+        return apply(ironlock_config_set_node_tls(c_.get(), index, c(ca_pem), c(cert_pem), c(key_pem),
+                                                  c(server_name)));
+    }
 
     const ironlock_config *get() const noexcept { return c_.get(); }
 

@@ -40,6 +40,11 @@ pub struct Global {
     #[arg(long, value_name = "FILE", global = true, env = "IRONLOCK_KEY")]
     pub key: Option<std::path::PathBuf>,
 
+    /// The name the nodes' certificates must hold when the node URLs name them otherwise (an IP
+    /// address); also sent as the TLS server name. Verification stays on
+    #[arg(long, value_name = "NAME", global = true, env = "IRONLOCK_SNI")]
+    pub sni: Option<String>,
+
     /// Prefix prepended to the resource name to form the Redis key
     #[arg(long, value_name = "PREFIX", global = true, default_value = "")]
     pub key_prefix: String,

@@ -117,6 +117,7 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
     let ca = pem("--cacert", &global.cacert)?;
     let cert = pem("--cert", &global.cert)?;
     let key = pem("--key", &global.key)?;
+    let sni = global.sni.clone();
     Ok(move |nodes| {
         Config::new(nodes)
             .key_prefix(prefix.clone())
@@ -128,8 +129,18 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
             .tls_ca_cert(ca.clone())
             .tls_client_cert(cert.clone())
             .tls_client_key(key.clone())
+            .tls_server_name(sni.clone())
     })
 }
+
+/// The core's setting names in its messages, as the command line spells them.
+const FLAG_WORDS: [(&str, &str); 5] = [
+    ("tls_ca_cert", "--cacert"),
+    ("tls_client_cert", "--cert"),
+    ("tls_client_key", "--key"),
+    ("tls_server_name", "--sni"),
+    ("restart_quarantine", "--no-restart-quarantine"),
+];
 
 /// Prints `err` (human text, or a JSON `error` event) and returns its exit code.
 fn fail(out: &Output, err: &Error, conflict: u8) -> u8 {
@@ -139,6 +150,7 @@ fn fail(out: &Output, err: &Error, conflict: u8) -> u8 {
 /// As [`fail`], with `context` in front of the human message.
 fn fail_after(out: &Output, err: &Error, conflict: u8, context: &str) -> u8 {
     let code = exit::for_kind(err.kind(), conflict);
+    let err = &err.clone().respelled(&FLAG_WORDS);
     out.error(&format!("{context}{}", err.message()));
     if let Some(report) = err.report() {
         if err.kind() == ironlock::ErrorKind::Contended {

@@ -350,3 +350,88 @@ fn mutual_tls_from_the_command_line() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_server_name_from_the_command_line_as_the_least_privilege_user() {
+    let dir = temp_dir().join("pki");
+    ironlock_harness::make_test_pki(&dir);
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_owned();
+    let tls_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port().to_string()
+    };
+    // The certificate names only redis-a.ironlock.test; the URL says 127.0.0.1.
+    let _c = ironlock_harness::Cluster::start_with(
+        1,
+        &[
+            "--tls-port",
+            &tls_port,
+            "--tls-cert-file",
+            &path("named.pem"),
+            "--tls-key-file",
+            &path("named.key"),
+            "--tls-ca-cert-file",
+            &path("ca.pem"),
+            "--user",
+            "default",
+            "on",
+            "nopass",
+            "~*",
+            "&*",
+            "+@all",
+            "--user",
+            "app",
+            "on",
+            ">app-Pa55",
+            "~lk:*",
+            "&lk:*",
+            "+@all",
+            "-@dangerous",
+        ],
+    )
+    .expect("start a TLS node");
+    let url = format!("rediss://app:app-Pa55@127.0.0.1:{tls_port}");
+    let tls = [
+        "--key-prefix",
+        "lk:",
+        "--cacert",
+        &path("ca.pem"),
+        "--cert",
+        &path("client.pem"),
+        "--key",
+        &path("client.key"),
+    ];
+    let resource = unique("sni");
+    // The password stays off the command line (IRONLOCK_NODES), as README advises.
+    let cli = || {
+        let mut cmd = ironlock(&[]);
+        cmd.env("IRONLOCK_NODES", &url).args(tls);
+        cmd
+    };
+    let out = run(cli().args(["run", "-n", &resource, "true"]), LIMIT);
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("does not name this host: connect by a name it holds, or set --sni to one"),
+        "{err}"
+    );
+    assert!(!err.contains("app-Pa55"), "{err}");
+    let out = run(
+        cli()
+            .env("IRONLOCK_SNI", "redis-a.ironlock.test")
+            .args(["run", "-n", "--fencing", &resource, "sh", "-c"])
+            .arg("test -n \"$IRONLOCK_FENCE\" && exit 7"),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    let out = run(
+        cli().args(["--sni", "not a name", "run", "-n", &resource, "true"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--sni: \"not a name\" is not a DNS name"),
+        "{}",
+        stderr(&out)
+    );
+}

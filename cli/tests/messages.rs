@@ -28,7 +28,7 @@ fn fresh_nodes_in_restart_quarantine_are_named_with_the_time_left() {
     assert!(
         first.contains("3 of 3 nodes are in restart quarantine (restarted ")
             && first.contains(" s ago; counted again in ")
-            && first.contains("; see restart_quarantine)"),
+            && first.contains("; see --no-restart-quarantine)"),
         "{err}"
     );
     assert_eq!(err.matches("not eligible").count(), 3, "{err}");
@@ -40,7 +40,10 @@ fn a_contended_acquire_names_each_node_that_refused() {
     let urls = cluster.urls();
     let key = unique("held");
     let holder = hold(&urls, &[], &key, "exec sleep 20");
-    let out = run(ironlock(&urls).args(["run", "-n", &key, "--", "true"]), LIMIT);
+    let out = run(
+        ironlock(&urls).args(["run", "-n", &key, "--", "true"]),
+        LIMIT,
+    );
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains(" of 3 nodes did not grant: "), "{err}");

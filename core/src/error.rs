@@ -306,6 +306,21 @@ impl Error {
     pub fn report(&self) -> Option<&Report> {
         self.report.as_deref()
     }
+
+    /// The same error with the core's setting names in its message and per-node errors spelled
+    /// as a binding's callers give them ([`crate::respell`]): "set tls_client_cert" becomes
+    /// "set ssl_certfile" in Python, "set tls.cert" in Node.
+    pub fn respelled(mut self, names: &[(&str, &str)]) -> Error {
+        self.message = crate::respell(&self.message, names);
+        if let Some(report) = self.report.as_deref_mut() {
+            for n in &mut report.nodes {
+                if let Some(e) = &n.error {
+                    n.error = Some(crate::respell(e, names));
+                }
+            }
+        }
+        self
+    }
 }
 
 impl Error {

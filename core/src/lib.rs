@@ -52,7 +52,9 @@ pub use lock::{KeepAlive, Lock, Released};
 pub use manager::{Holder, LockManager};
 pub use node::NodeStatus;
 pub use quorum::{classify, quorum, validity};
-pub use settings::{SETTINGS, Setting, SettingKind, SettingValue, camel_case, setting};
+pub use settings::{
+    SETTINGS, Setting, SettingKind, SettingValue, TLS_SETTINGS, camel_case, respell, setting,
+};
 pub use stats::{LATENCY_BUCKETS, Latency, Stats};
 pub use token::new_token;
 

@@ -46,6 +46,78 @@ impl Setting {
     }
 }
 
+/// The TLS settings of [`Config`](crate::Config), which take PEM data (or a name) and so are
+/// not rows of [`SETTINGS`]; a binding spells them in its own words ([`respell`]).
+pub const TLS_SETTINGS: [&str; 4] = [
+    "tls_ca_cert",
+    "tls_client_cert",
+    "tls_client_key",
+    "tls_server_name",
+];
+
+/// `text` with every whole-word occurrence (not inside a longer identifier) of each `from`
+/// replaced by its `to`: how a binding shows the core's setting names in its own spelling
+/// ("set tls_client_cert" → "set ssl_certfile" in Python). Text in double quotes (a resource
+/// name, a host: the caller's own words) is left as it is.
+pub fn respell(text: &str, names: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quoted = false;
+    let mut escaped = false;
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if quoted && c == '\\' && !escaped {
+            escaped = true;
+            continue;
+        }
+        if c == '"' && !escaped {
+            let part = &text[start..i];
+            if quoted {
+                out.push_str(part);
+            } else {
+                out.push_str(&respell_plain(part, names));
+            }
+            out.push('"');
+            start = i + 1;
+            quoted = !quoted;
+        }
+        escaped = false;
+    }
+    let rest = &text[start..];
+    if quoted {
+        out.push_str(rest);
+    } else {
+        out.push_str(&respell_plain(rest, names));
+    }
+    out
+}
+
+fn respell_plain(text: &str, names: &[(&str, &str)]) -> String {
+    let mut out = text.to_owned();
+    for (from, to) in names {
+        out = replace_word(&out, from, to);
+    }
+    out
+}
+
+fn replace_word(text: &str, word: &str, by: &str) -> String {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while let Some(found) = text[i..].find(word) {
+        let at = i + found;
+        let end = at + word.len();
+        out.push_str(&text[i..at]);
+        if ident(text[..at].chars().next_back()) || ident(text[end..].chars().next()) {
+            out.push_str(word);
+        } else {
+            out.push_str(by);
+        }
+        i = end;
+    }
+    out.push_str(&text[i..]);
+    out
+}
+
 /// A snake_case setting name in camelCase (`tls_ca_cert` → `tlsCaCert`), as Node spells it.
 pub fn camel_case(snake: &str) -> String {
     let mut out = String::with_capacity(snake.len());
@@ -282,5 +354,20 @@ mod tests {
             "{e}"
         );
         assert_eq!(setting("maxExtensions").unwrap().name, "max_extensions");
+    }
+
+    #[test]
+    fn respell_replaces_whole_words_outside_quotes() {
+        let names = [
+            ("tls_ca_cert", "ssl_ca_certs"),
+            ("restart_quarantine", "rq"),
+        ];
+        assert_eq!(
+            crate::respell(
+                r#"could not acquire ["tls_ca_cert", "a \"restart_quarantine\""]: set tls_ca_cert; see restart_quarantine, my_tls_ca_cert"#,
+                &names
+            ),
+            r#"could not acquire ["tls_ca_cert", "a \"restart_quarantine\""]: set ssl_ca_certs; see rq, my_tls_ca_cert"#
+        );
     }
 }

@@ -405,3 +405,65 @@ pub unsafe extern "C" fn ironlock_config_set_tls_client_key_file(
     // SAFETY: forwarded caller contract.
     unsafe { set_pem(config, path, "path", Pem::ClientKey, true) }
 }
+
+/// The name every `rediss://` node's certificate must hold when the node URLs name the nodes
+/// otherwise (an IP address); also sent as the TLS server name (SNI). Verification stays on.
+/// Checked when the manager starts (a DNS name or an IP address). Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config; `name` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_tls_server_name(
+    config: *mut ironlock_config,
+    name: *const c_char,
+) -> ironlock_status {
+    call(|| {
+        // SAFETY: forwarded caller contract.
+        let config = unsafe { arg_mut(config, "config") }?;
+        let name = unsafe { arg_str(name, "name") }?.to_owned();
+        config
+            .edits
+            .push(Box::new(move |c| c.tls_server_name(Some(name.clone()))));
+        Ok(())
+    })
+}
+
+/// TLS settings of node `index` (in the order the nodes were added) that override the
+/// manager's for that node: its trusted CA, client certificate and key (PEM text, copied) and
+/// the name its certificate must hold. Each may be NULL: the manager's setting then. The node
+/// must be a `rediss://` URL; checked when the manager starts. Called again for the same node,
+/// the last call counts. Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config; each string is NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_node_tls(
+    config: *mut ironlock_config,
+    index: usize,
+    ca_pem: *const c_char,
+    cert_pem: *const c_char,
+    key_pem: *const c_char,
+    server_name: *const c_char,
+) -> ironlock_status {
+    call(|| {
+        // SAFETY: forwarded caller contract.
+        let config = unsafe { arg_mut(config, "config") }?;
+        let opt = |ptr: *const c_char, name: &str| -> ironlock::Result<Option<String>> {
+            if ptr.is_null() {
+                return Ok(None);
+            }
+            // SAFETY: non-NULL and NUL-terminated by the caller's contract.
+            Ok(Some(unsafe { arg_str(ptr, name) }?.to_owned()))
+        };
+        let tls = ironlock::NodeTls {
+            ca_cert: opt(ca_pem, "ca_pem")?.map(String::into_bytes),
+            client_cert: opt(cert_pem, "cert_pem")?.map(String::into_bytes),
+            client_key: opt(key_pem, "key_pem")?.map(String::into_bytes),
+            server_name: opt(server_name, "server_name")?,
+        };
+        config
+            .edits
+            .push(Box::new(move |c| c.node_tls(index, tls.clone())));
+        Ok(())
+    })
+}

@@ -99,11 +99,12 @@ function settings(v, name = 'settings') {
   for (const [key, value] of Object.entries(plainObject(name, v))) {
     const setting = ALIASES[key] ?? key
     if (setting === 'tls') {
-      // node:tls / ioredis names: { ca, cert, key } (PEM strings or Buffers).
+      // node:tls / ioredis names: { ca, cert, key } (PEM strings or Buffers), servername.
       const tls = plainObject(`${name}.tls`, value)
       for (const [k, target] of [['ca', 'tlsCaCert'], ['cert', 'tlsClientCert'], ['key', 'tlsClientKey']]) {
         if (tls[k] !== undefined) out[target] = pem(`${name}.tls.${k}`, tls[k])
       }
+      if (tls.servername !== undefined) out.tlsServerName = string(`${name}.tls.servername`, tls.servername)
       if (tls.rejectUnauthorized === false) {
         throw invalid(`${name}.tls.rejectUnauthorized: ironlock never turns certificate verification off`)
       }

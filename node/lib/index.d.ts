@@ -25,7 +25,7 @@ export interface NodeReport {
 
 /** Manager settings (SPEC §4) in camelCase; durations in integer milliseconds. */
 export interface Settings
-  extends Omit<NativeSettings, 'maxExtensions' | 'tlsCaCert' | 'tlsClientCert' | 'tlsClientKey'> {
+  extends Omit<NativeSettings, 'maxExtensions' | 'tlsCaCert' | 'tlsClientCert' | 'tlsClientKey' | 'nodeTls'> {
   /** Further rounds after the first (0 = try once, -1 = retry until acquired). Default 10. */
   retryCount?: number
   /** How often one lock may be extended; `null` or absent = unlimited. */
@@ -38,8 +38,12 @@ export interface Settings
   tlsClientCert?: string | Uint8Array
   /** Private key (PEM) of `tlsClientCert`. */
   tlsClientKey?: string | Uint8Array
-  /** node:tls / ioredis names for the same: `{ ca, cert, key }` (strings or Buffers). */
-  tls?: { ca?: string | Uint8Array; cert?: string | Uint8Array; key?: string | Uint8Array }
+  /**
+   * node:tls / ioredis names for the same: `{ ca, cert, key }` (strings or Buffers), and
+   * `servername`, the name the nodes' certificates must hold when the URLs name them otherwise
+   * (an IP address); also sent as SNI. Verification is never off.
+   */
+  tls?: { ca?: string | Uint8Array; cert?: string | Uint8Array; key?: string | Uint8Array; servername?: string }
 }
 
 /** ioredis-style options of one node (`tls` true or `{ ca }`; verification is never off). */
@@ -56,8 +60,19 @@ export interface NodeOptions {
   password?: string
   /** Database number. */
   db?: number
-  /** TLS: `true`, or node:tls options of which `ca` (a private CA) is read. */
-  tls?: boolean | { ca?: string | Uint8Array | Array<string | Uint8Array>; [option: string]: unknown }
+  /**
+   * TLS: `true`, or node:tls options of which `ca`, `cert`, `key` and `servername` are read:
+   * this node's own, over the manager's `settings.tls`.
+   */
+  tls?:
+    | boolean
+    | {
+        ca?: string | Uint8Array | Array<string | Uint8Array>
+        cert?: string | Uint8Array
+        key?: string | Uint8Array
+        servername?: string
+        [option: string]: unknown
+      }
   /** ioredis's key prefix; ironlock uses it as `keyPrefix` when every client agrees. */
   keyPrefix?: string
 }

@@ -83,14 +83,11 @@ function acquire(manager, n, resources, durationMs, options, signal) {
 class LockManager extends EventEmitter {
   constructor(nodes, settings) {
     super()
-    const { urls, nodes: given, tlsCaCert, tlsClientCert, tlsClientKey, keyPrefix } = resolveNodes(nodes)
+    const { urls, nodes: given, nodeTls, keyPrefix } = resolveNodes(nodes)
     const s = args.settings(settings)
-    // Settings the client objects agree on, unless given explicitly.
-    if (tlsCaCert !== undefined && s.tlsCaCert === undefined) s.tlsCaCert = tlsCaCert
-    if (tlsClientCert !== undefined && s.tlsClientCert === undefined) {
-      s.tlsClientCert = tlsClientCert
-      s.tlsClientKey = tlsClientKey
-    }
+    // TLS options a node object carries are that node's own (over settings.tls).
+    if (nodeTls?.length) s.nodeTls = nodeTls
+    // The key prefix the client objects agree on, unless given explicitly.
     if (keyPrefix !== undefined && s.keyPrefix === undefined) s.keyPrefix = keyPrefix
     const n = internal.open(urls, s)
     Object.defineProperty(this, kNative, { value: n })

@@ -47,7 +47,10 @@ function tlsOf(what, tls) {
   if ((tls.cert === undefined) !== (tls.key === undefined)) {
     throw invalid(`${what}: a client certificate (cert) needs its key (key), and the key its certificate`)
   }
-  return { on: true, ca: text(tls.ca), cert: text(tls.cert), key: text(tls.key) }
+  if (tls.servername !== undefined && typeof tls.servername !== 'string') {
+    throw invalid(`${what}.servername: expected a string, got ${describe(tls.servername)}`)
+  }
+  return { on: true, ca: text(tls.ca), cert: text(tls.cert), key: text(tls.key), servername: tls.servername }
 }
 
 /** A node given as an object: its URL, and the settings it implies (CA, key prefix). */
@@ -88,12 +91,15 @@ function objectNode(what, o) {
   if (parts.db !== undefined) parts.db = Number(parts.db)
   const url = call(() => native.nodeUrl(what, parts))
   const keyPrefix = typeof opts.keyPrefix === 'string' && opts.keyPrefix !== '' ? opts.keyPrefix : undefined
-  return { url, ca: tls.ca, cert: tls.cert, key: tls.key, keyPrefix }
+  const own = ['ca', 'cert', 'key', 'servername'].some((k) => tls[k] !== undefined)
+  const nodeTls = own ? { ca: tls.ca, cert: tls.cert, key: tls.key, servername: tls.servername } : undefined
+  return { url, nodeTls, keyPrefix }
 }
 
 /**
- * `{urls, nodes, tlsCaCert, keyPrefix}` for the core: the URLs, the caller's node objects by
- * index (null for URL strings; node-redlock keys its votes by client), and the CA and key
+ * `{urls, nodes, nodeTls, keyPrefix}` for the core: the URLs, the caller's node objects by index
+ * (null for URL strings; node-redlock keys its votes by client), each node's own TLS options
+ * (`{index, ca, cert, key, servername}`, for the nodes whose object gives any) and the key
  * prefix the client objects agree on (undefined when none gives one).
  */
 function resolveNodes(given) {
@@ -114,8 +120,7 @@ function resolveNodes(given) {
   const list = Array.from(given)
   const urls = []
   const nodes = []
-  const cas = new Set()
-  const identities = new Set()
+  const nodeTls = []
   const prefixes = new Set()
   list.forEach((v, i) => {
     const what = `nodes[${i}]`
@@ -133,23 +138,15 @@ function resolveNodes(given) {
     const node = objectNode(what, v)
     urls.push(node.url)
     nodes.push(v)
-    if (node.ca !== undefined) cas.add(node.ca)
-    if (node.cert !== undefined) identities.add(JSON.stringify([node.cert, node.key]))
+    if (node.nodeTls) nodeTls.push({ index: i, ...node.nodeTls })
     prefixes.add(node.keyPrefix)
   })
-  if (cas.size > 1) {
-    throw invalid('nodes: the clients trust different TLS CAs; ironlock uses one CA for every node (settings.tlsCaCert)')
-  }
   if (prefixes.size > 1) {
     throw invalid(
       `nodes: the clients use different key prefixes (${cut([...prefixes].map(String).join(', '))}); set settings.keyPrefix instead`,
     )
   }
-  if (identities.size > 1) {
-    throw invalid('nodes: the clients present different client certificates; ironlock uses one per manager (settings.tls)')
-  }
-  const [cert, key] = identities.size ? JSON.parse([...identities][0]) : []
-  return { urls, nodes, tlsCaCert: [...cas][0], tlsClientCert: cert, tlsClientKey: key, keyPrefix: [...prefixes][0] }
+  return { urls, nodes, nodeTls, keyPrefix: [...prefixes][0] }
 }
 
 module.exports = { resolveNodes }

@@ -19,14 +19,24 @@ pub const ENVELOPE: &str = "ironlock:";
 const ABORTED: &str =
     r#"ironlock:{"code":"ABORTED","message":"the acquire was aborted","report":null}"#;
 
+/// The core's setting names in its hints as a Node caller gives them (`settings.tls` with
+/// node:tls names; camelCase): "set tls.cert and tls.key", "see restartQuarantine".
+const WORDS: [(&str, &str); 5] = [
+    ("tls_ca_cert", "tls.ca"),
+    ("tls_client_cert", "tls.cert"),
+    ("tls_client_key", "tls.key"),
+    ("tls_server_name", "tls.servername"),
+    ("restart_quarantine", "restartQuarantine"),
+];
+
 /// The encoded error message of a core error.
 pub fn envelope(e: &Error) -> String {
     format!("{ENVELOPE}{}", e.to_json())
 }
 
-/// Converts a core error into the encoded napi error.
+/// Converts a core error into the encoded napi error, in a Node caller's words.
 pub fn to_napi(e: Error) -> napi::Error {
-    napi::Error::new(napi::Status::GenericFailure, envelope(&e))
+    napi::Error::new(napi::Status::GenericFailure, envelope(&e.respelled(&WORDS)))
 }
 
 /// An INVALID_ARGUMENT error raised by the binding's own conversions.
@@ -60,16 +70,13 @@ pub fn in_node_words(e: Error, ttl_name: &str) -> Error {
     Error::new(e.kind(), node_words(e.message(), ttl_name))
 }
 
-/// The TLS settings, set through their own calls (not rows of `ironlock::SETTINGS`).
-pub(crate) const TLS_SETTINGS: [&str; 3] = ["tls_ca_cert", "tls_client_cert", "tls_client_key"];
-
 /// Every core setting name with its Node spelling (from the core's table).
 fn setting_names() -> impl Iterator<Item = (&'static str, String)> {
     ironlock::SETTINGS
         .iter()
         .map(|s| (s.name, s.camel_name()))
         .chain(
-            TLS_SETTINGS
+            ironlock::TLS_SETTINGS
                 .iter()
                 .map(|&name| (name, ironlock::camel_case(name))),
         )
@@ -91,31 +98,10 @@ fn node_words(message: &str, ttl_name: &str) -> String {
         }
         _ => (String::new(), message),
     };
-    let mut rest = rest.to_owned();
-    for (core, js) in setting_names() {
-        rest = replace_word(&rest, core, &js);
-    }
+    let names: Vec<(&str, String)> = setting_names().collect();
+    let pairs: Vec<(&str, &str)> = names.iter().map(|(c, js)| (*c, js.as_str())).collect();
+    let rest = ironlock::respell(rest, &pairs);
     format!("{head}{}", durations_in_ms(&rest))
-}
-
-/// Replaces `word` where it stands alone (not inside a longer identifier).
-fn replace_word(text: &str, word: &str, by: &str) -> String {
-    let ident = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while let Some(found) = text[i..].find(word) {
-        let at = i + found;
-        let end = at + word.len();
-        out.push_str(&text[i..at]);
-        if ident(text[..at].chars().next_back()) || ident(text[end..].chars().next()) {
-            out.push_str(word);
-        } else {
-            out.push_str(by);
-        }
-        i = end;
-    }
-    out.push_str(&text[i..]);
-    out
 }
 
 /// The decimal `number` (digits with at most one '.') times 10^`shift`, exactly (no float

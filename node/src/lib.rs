@@ -95,10 +95,14 @@ pub fn setting_kinds() -> Vec<Vec<String>> {
             };
             vec![s.camel_name(), kind.to_owned()]
         })
-        .chain(
-            error::TLS_SETTINGS
-                .iter()
-                .map(|name| vec![ironlock::camel_case(name), "pem".to_owned()]),
-        )
+        .chain(ironlock::TLS_SETTINGS.iter().map(|name| {
+            // Certificates and keys are PEM (text or bytes); the server name is text.
+            let kind = if *name == "tls_server_name" {
+                "text"
+            } else {
+                "pem"
+            };
+            vec![ironlock::camel_case(name), kind.to_owned()]
+        }))
         .collect()
 }

@@ -49,6 +49,25 @@ pub struct Settings {
     pub tls_client_cert: Option<String>,
     /// Private key (PEM) of the client certificate.
     pub tls_client_key: Option<String>,
+    /// The name the nodes' certificates must hold when the URLs name them otherwise (`tls.servername`).
+    pub tls_server_name: Option<String>,
+    /// Per-node TLS, from node objects that carry their own `tls` options.
+    pub node_tls: Option<Vec<NodeTls>>,
+}
+
+/// One node's own TLS options (node:tls names), overriding the manager's for that node.
+#[napi(object)]
+pub struct NodeTls {
+    /// The node's index in the node list.
+    pub index: u32,
+    /// Trusted CA (PEM).
+    pub ca: Option<String>,
+    /// Client certificate (PEM).
+    pub cert: Option<String>,
+    /// Private key (PEM) of `cert`.
+    pub key: Option<String>,
+    /// The name the node's certificate must hold.
+    pub servername: Option<String>,
 }
 
 /// Options of one acquire.
@@ -157,7 +176,17 @@ impl Settings {
         }
         c = c
             .tls_client_cert(self.tls_client_cert.map(String::into_bytes))
-            .tls_client_key(self.tls_client_key.map(String::into_bytes));
+            .tls_client_key(self.tls_client_key.map(String::into_bytes))
+            .tls_server_name(self.tls_server_name);
+        for t in self.node_tls.unwrap_or_default() {
+            let tls = ironlock::NodeTls {
+                ca_cert: t.ca.map(String::into_bytes),
+                client_cert: t.cert.map(String::into_bytes),
+                client_key: t.key.map(String::into_bytes),
+                server_name: t.servername,
+            };
+            c = c.node_tls(t.index as usize, tls);
+        }
         Ok(c)
     }
 }

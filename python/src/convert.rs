@@ -108,8 +108,7 @@ pub(crate) fn config(
         for (key, v) in settings.iter() {
             let key: String = key.extract()?;
             if let Some(slot) = tls.slot(&key) {
-                let given = text(&key, &v)?;
-                tls.set(py, slot, &key, given)?;
+                tls.manager[slot] = Some(text(&key, &v)?);
                 continue;
             }
             c = setting(c, &key, &v)?;
@@ -150,71 +149,86 @@ fn setting(c: Config, k: &str, v: &Bound<'_, PyAny>) -> PyResult<Config> {
 }
 
 /// The TLS material, redis-py's names: `ssl_ca_certs` (CA file), `ssl_ca_data` (CA PEM text),
-/// `ssl_certfile` and `ssl_keyfile` (client certificate and key files, mutual TLS). Given as
-/// manager keywords, or carried by node mappings and redis-py clients, where every node that
-/// gives one must give the same (ironlock uses one TLS setup per manager).
+/// `ssl_certfile` and `ssl_keyfile` (client certificate and key files, mutual TLS), and
+/// `ssl_server_hostname` (the name the certificate must hold when the host is an address). Given
+/// as manager keywords (for every node), or carried by a node mapping or a redis-py client (that
+/// node's own, over the keywords).
 #[derive(Default)]
 struct Tls {
-    given: [Option<(String, String)>; 4],
+    manager: Given,
+    /// Per TLS node: its index, how to name it in errors, and what it gave.
+    nodes: Vec<(usize, String, Given)>,
 }
 
-const TLS_NAMES: [&str; 4] = ["ssl_ca_certs", "ssl_ca_data", "ssl_certfile", "ssl_keyfile"];
+/// The values given for [`TLS_NAMES`], by slot.
+type Given = [Option<String>; 5];
+
+const TLS_NAMES: [&str; 5] = [
+    "ssl_ca_certs",
+    "ssl_ca_data",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_server_hostname",
+];
 
 impl Tls {
     fn slot(&self, key: &str) -> Option<usize> {
         TLS_NAMES.iter().position(|n| *n == key)
     }
 
-    /// Records `value` for TLS_NAMES[slot]; `source` names where it came from for errors.
-    fn set(&mut self, py: Python<'_>, slot: usize, source: &str, value: String) -> PyResult<()> {
-        match &self.given[slot] {
-            Some((first, v)) if *v != value => Err(error::invalid(
-                py,
-                format!(
-                    "{source}: {} differs from {first}'s (one TLS setup per manager)",
-                    TLS_NAMES[slot]
-                ),
-            )),
-            Some(_) => Ok(()),
-            None => {
-                self.given[slot] = Some((source.to_owned(), value));
-                Ok(())
-            }
-        }
-    }
-
-    fn apply(self, py: Python<'_>, mut c: Config) -> PyResult<Config> {
+    /// The core's form of what `given` holds (files read now); `source` names it in errors.
+    fn material(py: Python<'_>, source: &str, given: &Given) -> PyResult<ironlock::NodeTls> {
         let read = |slot: usize| -> PyResult<Option<Vec<u8>>> {
-            self.given[slot]
+            given[slot]
                 .as_ref()
-                .map(|(source, path)| {
+                .map(|path| {
                     std::fs::read(path).map_err(|e| {
                         error::invalid(
                             py,
-                            format!("{source}: cannot read {:?}: {e}", ironlock::cut(path)),
+                            format!(
+                                "{source}{}: cannot read {:?}: {e}",
+                                TLS_NAMES[slot],
+                                ironlock::cut(path)
+                            ),
                         )
                     })
                 })
                 .transpose()
         };
-        let ca = match (&self.given[1], read(0)?) {
-            (Some((source, _)), Some(_)) => {
+        let ca_cert = match (&given[1], read(0)?) {
+            (Some(_), Some(_)) => {
                 return Err(error::invalid(
                     py,
-                    format!("{source}: give ssl_ca_certs or ssl_ca_data, not both"),
+                    format!("{source}ssl_ca_certs: give ssl_ca_certs or ssl_ca_data, not both"),
                 ));
             }
-            (Some((_, pem)), None) => Some(pem.as_bytes().to_vec()),
+            (Some(pem), None) => Some(pem.as_bytes().to_vec()),
             (None, file) => file,
         };
-        if ca.is_some() {
-            c = c.tls_ca_cert(ca);
+        Ok(ironlock::NodeTls {
+            ca_cert,
+            client_cert: read(2)?,
+            client_key: read(3)?,
+            server_name: given[4].clone(),
+        })
+    }
+
+    fn apply(self, py: Python<'_>, mut c: Config) -> PyResult<Config> {
+        let m = Tls::material(py, "", &self.manager)?;
+        if m.ca_cert.is_some() {
+            c = c.tls_ca_cert(m.ca_cert);
         }
-        if let Some(cert) = read(2)? {
-            c = c.tls_client_cert(Some(cert));
+        if m.client_cert.is_some() {
+            c = c.tls_client_cert(m.client_cert);
         }
-        if let Some(key) = read(3)? {
-            c = c.tls_client_key(Some(key));
+        if m.client_key.is_some() {
+            c = c.tls_client_key(m.client_key);
+        }
+        if m.server_name.is_some() {
+            c = c.tls_server_name(m.server_name);
+        }
+        for (i, source, given) in &self.nodes {
+            c = c.node_tls(*i, Tls::material(py, &format!("{source}."), given)?);
         }
         Ok(c)
     }
@@ -248,7 +262,12 @@ fn node_list(py: Python<'_>, nodes: Option<&Bound<'_, PyAny>>) -> PyResult<(Vec<
     }
     let mut urls = Vec::new();
     for (i, item) in nodes.try_iter()?.enumerate() {
-        urls.push(node(&format!("nodes[{i}]"), &item?, &mut tls)?);
+        let name = format!("nodes[{i}]");
+        let (url, given) = node(&name, &item?)?;
+        if given.iter().any(Option::is_some) {
+            tls.nodes.push((i, name, given));
+        }
+        urls.push(url);
     }
     Ok((urls, tls))
 }
@@ -264,10 +283,11 @@ fn from_env(py: Python<'_>) -> PyResult<Vec<String>> {
         })
 }
 
-/// One node: a URL, a mapping, or a redis-py client.
-fn node(name: &str, v: &Bound<'_, PyAny>, tls: &mut Tls) -> PyResult<String> {
+/// One node: a URL, a mapping, or a redis-py client; with the TLS material it carries (only
+/// for a TLS node: redis-py ignores `ssl_*` keys without `ssl=True`).
+fn node(name: &str, v: &Bound<'_, PyAny>) -> PyResult<(String, Given)> {
     if v.is_instance_of::<PyString>() {
-        return text(name, v);
+        return Ok((text(name, v)?, Given::default()));
     }
     let py = v.py();
     let (kwargs, client_tls) = if v.is_instance_of::<PyDict>() {
@@ -315,10 +335,9 @@ fn node(name: &str, v: &Bound<'_, PyAny>, tls: &mut Tls) -> PyResult<String> {
         Some(d) => Some(i64::from(count(&format!("{name}.db"), &d)?)),
         None => None,
     };
+    let mut given = Given::default();
     for (slot, key) in TLS_NAMES.iter().enumerate() {
-        if let Some(value) = opt_text(key)? {
-            tls.set(py, slot, name, value)?;
-        }
+        given[slot] = opt_text(key)?;
     }
     let parts = ironlock::NodeParts {
         host: opt_text("host")?,
@@ -332,7 +351,12 @@ fn node(name: &str, v: &Bound<'_, PyAny>, tls: &mut Tls) -> PyResult<String> {
         db,
         tls: client_tls || flag("ssl")? || flag("tls")?,
     };
-    ironlock::node_url(&parts).map_err(|e| error::invalid(py, format!("{name}.{}", e.message())))
+    if !parts.tls {
+        given = Given::default();
+    }
+    let url = ironlock::node_url(&parts)
+        .map_err(|e| error::invalid(py, format!("{name}.{}", e.message())))?;
+    Ok((url, given))
 }
 
 /// `acquire`'s keyword arguments → core options.

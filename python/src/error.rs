@@ -52,8 +52,18 @@ fn build(py: Python<'_>, class: &str, e: &Error) -> PyResult<PyErr> {
     Ok(PyErr::from_value(cls.call((e.message(),), Some(&kwargs))?))
 }
 
+/// The core's TLS setting names as a Python caller gives them (redis-py's `ssl_*` keywords), for
+/// the hints of handshake errors ("set ssl_certfile and ssl_keyfile").
+const TLS_WORDS: [(&str, &str); 4] = [
+    ("tls_ca_cert", "ssl_ca_certs"),
+    ("tls_client_cert", "ssl_certfile"),
+    ("tls_client_key", "ssl_keyfile"),
+    ("tls_server_name", "ssl_server_hostname"),
+];
+
 /// Maps a core error to its Python exception, carrying message and per-node report.
 pub(crate) fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
+    let e = e.respelled(&TLS_WORDS);
     build(py, class_name(e.kind()), &e).unwrap_or_else(|import_failed| import_failed)
 }
 

@@ -109,6 +109,17 @@ int main() {
             check(std::string(e.what()).find("nodes[0]") != std::string::npos, "names nodes[0]");
         }
         try {
+            // Per-node TLS for a node that does not exist: refused when the manager starts.
+            ironlock::manager bad(ironlock::config{}
+                                      .node("rediss://127.0.0.1:6390")
+                                      .tls_server_name("redis-a.ironlock.test")
+                                      .node_tls(1, std::nullopt, std::nullopt, std::nullopt, "b.test"));
+            check(false, "node_tls of a missing node throws");
+        } catch (const ironlock::error &e) {
+            check(e.status() == IRONLOCK_INVALID_ARGUMENT, "node_tls: INVALID_ARGUMENT");
+            check(std::string(e.what()).find("node_tls[1]") != std::string::npos, "names node_tls[1]");
+        }
+        try {
             m.acquire({}, 1s);
             check(false, "no resources throws");
         } catch (const ironlock::error &e) {

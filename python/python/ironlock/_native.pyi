@@ -67,6 +67,7 @@ class LockManager(ManagerBase):
         ssl_ca_data: Optional[str] = ...,
         ssl_certfile: Optional[str] = ...,
         ssl_keyfile: Optional[str] = ...,
+        ssl_server_hostname: Optional[str] = ...,
     ) -> LockManager: ...
     def acquire(
         self,
@@ -103,6 +104,7 @@ class AsyncLockManager(ManagerBase):
         ssl_ca_data: Optional[str] = ...,
         ssl_certfile: Optional[str] = ...,
         ssl_keyfile: Optional[str] = ...,
+        ssl_server_hostname: Optional[str] = ...,
     ) -> AsyncLockManager: ...
     def acquire(
         self,
