@@ -162,6 +162,20 @@ export interface NodeParts {
 /** The nodes named by `IRONLOCK_NODES`, else `REDIS_URL`; `null` when neither is set. */
 export declare function nodesFromEnv(): Array<string> | null
 
+/** One node's own TLS options (node:tls names), overriding the manager's for that node. */
+export interface NodeTls {
+  /** The node's index in the node list. */
+  index: number
+  /** Trusted CA (PEM). */
+  ca?: string
+  /** Client certificate (PEM). */
+  cert?: string
+  /** Private key (PEM) of `cert`. */
+  key?: string
+  /** The name the node's certificate must hold. */
+  servername?: string
+}
+
 /** The URL of node `what` (e.g. `nodes[2]`, named in errors) given as parts. */
 export declare function nodeUrl(what: string, parts: NodeParts): string
 
@@ -215,6 +229,10 @@ export interface Settings {
   tlsClientCert?: string
   /** Private key (PEM) of the client certificate. */
   tlsClientKey?: string
+  /** The name the nodes' certificates must hold when the URLs name them otherwise (`tls.servername`). */
+  tlsServerName?: string
+  /** Per-node TLS, from node objects that carry their own `tls` options. */
+  nodeTls?: Array<NodeTls>
 }
 
 /** The URLs of a comma-separated list given as argument `what`. */

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any, Dict, Iterator
 
 import pytest
 
@@ -181,6 +181,10 @@ def test_async_constructor_never_blocks_the_loop(cluster3: Cluster, silent_node:
 
 
 def test_mutual_tls_with_redis_py_names(tmp_path: Any, name: str) -> None:
+    """Mutual TLS as the least-privilege ACL user, with fencing, against two nodes: node 0's
+    certificate names only redis-a.ironlock.test (the URL says 127.0.0.1), node 1's is signed by
+    another CA. Handshake errors say what to set in redis-py's names; per-node settings (a
+    mapping's ssl_* keys) make both usable."""
     import os
     import subprocess
 
@@ -188,36 +192,66 @@ def test_mutual_tls_with_redis_py_names(tmp_path: Any, name: str) -> None:
 
     pki = tmp_path / "pki"
     subprocess.run([HARNESS, "--pki", str(pki)], check=True, capture_output=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    tls = [
-        "--tls-port", str(port), "--tls-cert-file", str(pki / "server.pem"),
-        "--tls-key-file", str(pki / "server.key"), "--tls-ca-cert-file", str(pki / "ca.pem"),
-        "--tls-auth-clients", "yes",
-    ]
-    c = Cluster(1, extra=tls)
+    acl = ["--user", "default", "on", "nopass", "~*", "&*", "+@all",
+           "--user", "app", "on", ">app-Pa55", "~lk:*", "&lk:*", "+@all", "-@dangerous"]
+    clusters, ports = [], []
     try:
-        url = f"rediss://127.0.0.1:{port}"
-        # Without a client certificate: the reason and what to set, in the one-line message.
-        m = ironlock.LockManager([url], ssl_ca_certs=str(pki / "ca.pem"), retry_count=0, **FAST)
-        with pytest.raises(ironlock.QuorumUnavailableError, match="requires a client certificate"):
+        for served in ("named", "other-server"):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            tls = [
+                "--tls-port", str(port), "--tls-cert-file", str(pki / f"{served}.pem"),
+                "--tls-key-file", str(pki / f"{served}.key"), "--tls-ca-cert-file", str(pki / "ca.pem"),
+                "--tls-auth-clients", "yes",
+            ]
+            clusters.append(Cluster(1, extra=tls + acl))
+            ports.append(port)
+        urls = [f"rediss://app:app-Pa55@127.0.0.1:{p}" for p in ports]
+        common: Dict[str, Any] = dict(FAST, key_prefix="lk:", ssl_ca_certs=str(pki / "ca.pem"))
+        client = {"ssl_certfile": str(pki / "client.pem"), "ssl_keyfile": str(pki / "client.key")}
+        # The nodes as mappings: node 0 with its server name, node 1 with its own CA (as text).
+        nodes = [
+            {"host": "127.0.0.1", "port": ports[0], "ssl": True, "username": "app", "password": "app-Pa55",
+             "ssl_server_hostname": "redis-a.ironlock.test"},
+            {"host": "127.0.0.1", "port": ports[1], "ssl": True, "username": "app", "password": "app-Pa55",
+             "ssl_ca_data": (pki / "other-ca.pem").read_text()},
+        ]
+        # Without a client certificate: the reason and what to set, in redis-py's names.
+        m = ironlock.LockManager(nodes, **common)
+        with pytest.raises(ironlock.QuorumUnavailableError,
+                           match="requires a client certificate: set ssl_certfile and ssl_keyfile"):
             m.acquire(name, 2.0)
         m.close()
-        # Manager keywords (redis-py's names): granted over mutual TLS.
-        m = ironlock.LockManager(
-            [url], ssl_ca_certs=str(pki / "ca.pem"), ssl_certfile=str(pki / "client.pem"),
-            ssl_keyfile=str(pki / "client.key"), **FAST,
-        )
-        m.acquire(name, 2.0, fencing=True).release()
+        # Without the per-node settings: each handshake error names the keyword to set.
+        m = ironlock.LockManager(urls, **common, **client)
+        with pytest.raises(ironlock.QuorumUnavailableError) as e:
+            m.acquire(name, 2.0)
+        text = str(e.value)
+        assert "does not name this host: connect by a name it holds, or set ssl_server_hostname" in text, text
+        assert "not signed by a trusted CA: set ssl_ca_certs" in text, text
+        assert "app-Pa55" not in text and "app-Pa55" not in repr(e.value.report)
+        m.close()
+        # With both: granted over mutual TLS by the restricted user, with a fencing token.
+        m = ironlock.LockManager(nodes, **common, **client)
+        lock = m.acquire(name, 2.0, fencing=True)
+        assert lock.fence is not None and lock.fence > 0
+        lock.release()
         assert "PRIVATE" not in repr(m)
-        # The same from a mapping, with the CA as PEM text.
-        node = {"host": "127.0.0.1", "port": port, "ssl": True,
-                "ssl_certfile": str(pki / "client.pem"), "ssl_keyfile": str(pki / "client.key")}
-        ca_pem = (pki / "ca.pem").read_text()
-        ironlock.LockManager([node], ssl_ca_data=ca_pem, **FAST).acquire(name, 2.0).release()
+        m.close()
+        # The manager-wide server name, for node 0 alone.
+        one = ironlock.LockManager(urls[:1], **common, **client, ssl_server_hostname="redis-a.ironlock.test")
+        one.acquire(name, 2.0).release()
+        one.close()
         with pytest.raises(ironlock.InvalidArgumentError, match="ssl_keyfile: cannot read"):
-            ironlock.LockManager([url], ssl_keyfile=os.fspath(pki / "missing.key"),
+            ironlock.LockManager(urls, ssl_keyfile=os.fspath(pki / "missing.key"),
                                  ssl_certfile=str(pki / "client.pem"))
+        with pytest.raises(ironlock.InvalidArgumentError, match=r"nodes\[0\]\.ssl_certfile: cannot read"):
+            ironlock.LockManager([dict(nodes[0], ssl_certfile=os.fspath(pki / "missing.pem"))])
+        with pytest.raises(ironlock.InvalidArgumentError, match="ssl_server_hostname: \"not a name\""):
+            ironlock.LockManager(urls, ssl_server_hostname="not a name")
     finally:
-        c.close()
+        for c in clusters:
+            c.close()
+
+
