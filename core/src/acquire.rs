@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use crate::cluster::Cluster;
 use crate::config::{Config, quote_resources, validate_resources};
 use crate::error::{Error, ErrorKind, Report, Result, Vote, with_summary};
-use crate::lock::{Lock, LockInner, LockState, release_on, seated_at_acquire};
+use crate::lock::{Kind, Lock, LockInner, LockState, release_on, seated_at_acquire};
 use crate::node::{Failure, Node};
 use crate::quorum::{self, Reply, Round, Tally};
 use crate::scripts;
@@ -65,13 +65,50 @@ pub(crate) async fn acquire<S: AsRef<str>>(
     ttl: Duration,
     options: AcquireOptions,
 ) -> Result<Lock> {
+    acquire_kind(cluster, resources, Kind::Lock, ttl, options).await
+}
+
+/// The largest semaphore limit (more permits than this is not a mutual exclusion problem).
+pub const MAX_SEMAPHORE_LIMIT: u32 = 10_000;
+
+/// Acquires one of `limit` permits of the semaphore `resource` (SPEC §11).
+pub(crate) async fn acquire_permit(
+    cluster: &Arc<Cluster>,
+    resource: &str,
+    limit: u32,
+    ttl: Duration,
+    options: AcquireOptions,
+) -> Result<Lock> {
+    if limit == 0 || limit > MAX_SEMAPHORE_LIMIT {
+        return Err(Error::invalid(format!(
+            "limit: must be between 1 and {MAX_SEMAPHORE_LIMIT}, got {limit}"
+        )));
+    }
+    acquire_kind(cluster, &[resource], Kind::Permit { limit }, ttl, options).await
+}
+
+async fn acquire_kind<S: AsRef<str>>(
+    cluster: &Arc<Cluster>,
+    resources: &[S],
+    kind: Kind,
+    ttl: Duration,
+    options: AcquireOptions,
+) -> Result<Lock> {
     validate_resources(resources)?;
     cluster.config.check_ttl("ttl", ttl)?;
     cluster.check_open()?;
     let resources: Vec<String> = resources.iter().map(|r| r.as_ref().to_owned()).collect();
-    let keys: Vec<String> = resources.iter().map(|r| cluster.key(r)).collect();
+    let keys: Vec<String> = resources
+        .iter()
+        .map(|r| match kind {
+            Kind::Lock => cluster.key(r),
+            Kind::Permit { .. } => scripts::semaphore_key(&cluster.key(r)),
+        })
+        .collect();
     let request = Arc::new(AcquireRequest::new(
         &keys,
+        kind,
+        kind.quorum(cluster.nodes.len()),
         token::new_token()?,
         ttl,
         options.fencing,
@@ -172,7 +209,8 @@ async fn acquire_round(
     // must look restarted to the first extension.
     let seated = seated_at_acquire(cluster);
     let t1 = Instant::now();
-    let round = quorum::run(&cluster.nodes, Tally::Eligible, t1, |node| {
+    let q = req.quorum;
+    let round = quorum::run(&cluster.nodes, Tally::Eligible, q, t1, |node| {
         let req = req.clone();
         async move {
             if let Some(set) = req.set_nx_get.as_ref().filter(|_| node.has_set_nx_get()) {
@@ -198,7 +236,7 @@ async fn acquire_round(
     .await;
     cluster.stats.round_took(round.decided_at - t1);
     let drift = config.drift(req.ttl);
-    let mut ok = round.granted >= cluster.quorum;
+    let mut ok = round.granted >= q;
     let mut decided_at = round.decided_at;
     let mut elapsed_report = round.report.elapsed;
     let mut fence = None;
@@ -209,7 +247,7 @@ async fn acquire_round(
         let written = write_fence(cluster, req, f, t1).await;
         decided_at = written.decided_at;
         elapsed_report = written.report.elapsed;
-        ok = written.granted >= cluster.quorum;
+        ok = written.granted >= q;
         if ok {
             fence = Some(f);
         } else {
@@ -219,15 +257,7 @@ async fn acquire_round(
     let elapsed = decided_at - t1;
     let validity = quorum::validity(req.ttl, elapsed, drift);
     let validity_left = validity.is_some_and(|v| v > config.min_validity);
-    if ok
-        && quorum::classify(
-            cluster.nodes.len(),
-            round.granted,
-            round.refused,
-            validity_left,
-        )
-        .is_ok()
-    {
+    if ok && quorum::classify_with(q, round.granted, round.refused, validity_left).is_ok() {
         tracing::debug!(resources = ?resources, ?elapsed, "lock granted");
         let mut report = round.report;
         report.rounds = round_no;
@@ -236,6 +266,8 @@ async fn acquire_round(
         return Ok(Lock {
             inner: Arc::new(LockInner {
                 cluster: cluster.clone(),
+                kind: req.kind,
+                quorum: q,
                 resources: resources.to_vec(),
                 keys: req.keys.clone(),
                 token: req.token.clone(),
@@ -263,30 +295,54 @@ async fn acquire_round(
         .map(|(n, _)| n.clone())
         .collect();
     if !rollback.is_empty() {
-        release_on(&rollback, &req.keys, &req.token, false).await;
+        release_on(&rollback, req.kind, q, &req.keys, &req.token, false).await;
     }
-    let kind = quorum::classify(cluster.nodes.len(), round.granted, round.refused, false)
+    let kind = quorum::classify_with(q, round.granted, round.refused, false)
         .err()
         .unwrap_or(ErrorKind::Unavailable);
     let mut report = fence_failure.unwrap_or(round.report);
     report.rounds = round_no;
-    let why = if round.granted >= cluster.quorum {
-        "a quorum answered but no validity was left (or the fence write-back failed)"
-    } else if kind == ErrorKind::Contended {
-        "the lock is held elsewhere"
-    } else {
-        "no quorum of eligible nodes answered"
+    let n = cluster.nodes.len();
+    let (what, why, against) = match req.kind {
+        Kind::Lock => (
+            quote_resources(resources),
+            if round.granted >= q {
+                "a quorum answered but no validity was left (or the fence write-back failed)"
+                    .to_owned()
+            } else if kind == ErrorKind::Contended {
+                "the lock is held elsewhere".to_owned()
+            } else {
+                "no quorum of eligible nodes answered".to_owned()
+            },
+            "held by another client",
+        ),
+        Kind::Permit { limit } => (
+            format!(
+                "a permit of semaphore {} (limit {limit})",
+                quote_resources(resources)
+            ),
+            if round.granted >= q {
+                "a quorum admitted it but no validity was left (or the fence write-back failed)"
+                    .to_owned()
+            } else if kind == ErrorKind::Contended {
+                format!("all {limit} permits are held elsewhere")
+            } else {
+                // SPEC §11: the quorum grows with the limit; say how many nodes it takes.
+                format!(
+                    "not enough eligible nodes answered: a limit of {limit} needs {q} of the {n} nodes to admit it, so at most {} may be down",
+                    n - q
+                )
+            },
+            "full",
+        ),
     };
     tracing::debug!(resources = ?resources, round = round_no, %kind, "acquire round failed");
     Err(Error::new(
         kind,
         format!(
-            "could not acquire {}: {why} ({} of {} nodes granted, quorum {}){}",
-            quote_resources(resources),
+            "could not acquire {what}: {why} ({} of {n} nodes granted, quorum {q}){}",
             round.granted,
-            cluster.nodes.len(),
-            cluster.quorum,
-            with_summary(report.summary("grant", "held by another client")),
+            with_summary(report.summary("grant", against)),
         ),
     )
     .with_report(report))
@@ -294,16 +350,23 @@ async fn acquire_round(
 
 async fn write_fence(cluster: &Cluster, req: &Arc<AcquireRequest>, f: u64, t1: Instant) -> Round {
     let f = f.to_string();
+    let script = match req.kind {
+        Kind::Lock => &scripts::FENCE,
+        Kind::Permit { .. } => &scripts::SEM_FENCE,
+    };
     let cmd = Arc::new(scripts::evalsha(
-        &scripts::FENCE,
+        script,
         &req.script_keys,
         &[req.token.as_str(), f.as_str()],
     ));
-    quorum::run_flag(&cluster.nodes, t1, cmd).await
+    quorum::run_flag(&cluster.nodes, req.quorum, t1, cmd).await
 }
 
 /// Everything one acquire call sends, prepared once and cluster by its rounds.
 struct AcquireRequest {
+    kind: Kind,
+    /// [`Kind::quorum`] of the manager's nodes.
+    quorum: usize,
     keys: Vec<String>,
     /// Lock keys, then (with fencing) their fence counter keys.
     script_keys: Vec<String>,
@@ -318,15 +381,32 @@ struct AcquireRequest {
 }
 
 impl AcquireRequest {
-    fn new(keys: &[String], token: String, ttl: Duration, fencing: bool) -> Self {
+    fn new(
+        keys: &[String],
+        kind: Kind,
+        quorum: usize,
+        token: String,
+        ttl: Duration,
+        fencing: bool,
+    ) -> Self {
         let mut script_keys = keys.to_vec();
         if fencing {
             script_keys.extend(keys.iter().map(|k| scripts::fence_key(k)));
         }
         let ttl_ms = ttl.as_millis().to_string();
         let flag = if fencing { "1" } else { "0" };
-        let script = scripts::evalsha(&scripts::ACQUIRE, &script_keys, &[&token, &ttl_ms, flag]);
-        let set_nx_get = (keys.len() == 1 && !fencing).then(|| {
+        let script = match kind {
+            Kind::Lock => {
+                scripts::evalsha(&scripts::ACQUIRE, &script_keys, &[&token, &ttl_ms, flag])
+            }
+            Kind::Permit { limit } => scripts::evalsha(
+                &scripts::SEM_ACQUIRE,
+                &script_keys,
+                &[&token, &ttl_ms, flag, &limit.to_string()],
+            ),
+        };
+        let plain_lock = kind == Kind::Lock && keys.len() == 1 && !fencing;
+        let set_nx_get = plain_lock.then(|| {
             let mut cmd = redis::cmd("SET");
             cmd.arg(&keys[0])
                 .arg(&token)
@@ -337,6 +417,8 @@ impl AcquireRequest {
             cmd
         });
         AcquireRequest {
+            kind,
+            quorum,
             keys: keys.to_vec(),
             script_keys,
             token,
@@ -364,7 +446,15 @@ impl Drop for CancelGuard {
         // handed to the runtime; commands on each connection stay ordered after the acquire.
         let (cluster, req) = (self.cluster.clone(), self.request.clone());
         self.cluster.rt.spawn(async move {
-            release_on(&cluster.nodes, &req.keys, &req.token, false).await;
+            release_on(
+                &cluster.nodes,
+                req.kind,
+                req.quorum,
+                &req.keys,
+                &req.token,
+                false,
+            )
+            .await;
         });
     }
 }

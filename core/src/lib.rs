@@ -41,7 +41,7 @@ mod settings;
 mod stats;
 mod token;
 
-pub use acquire::AcquireOptions;
+pub use acquire::{AcquireOptions, MAX_SEMAPHORE_LIMIT};
 pub use config::{
     Config, NodeParts, NodeTls, cut, defaults, duration_from_millis_f64, duration_from_secs_f64,
     node_url, nodes_from_env, redact_url, resource_from_bytes, split_node_list, validate_resources,
@@ -49,9 +49,9 @@ pub use config::{
 pub use drain::{drain, drain_blocking};
 pub use error::{Error, ErrorKind, NodeReport, Report, Result, Vote};
 pub use lock::{KeepAlive, Lock, Released};
-pub use manager::{Holder, LockManager};
+pub use manager::{Holder, LockManager, Semaphore};
 pub use node::NodeStatus;
-pub use quorum::{classify, quorum, validity};
+pub use quorum::{classify, quorum, semaphore_quorum, validity};
 pub use settings::{
     SETTINGS, Setting, SettingKind, SettingValue, TLS_SETTINGS, camel_case, respell, setting,
 };

@@ -42,8 +42,50 @@ pub(crate) fn seated_at_acquire(cluster: &Cluster) -> Vec<u64> {
     cluster.nodes.iter().map(|node| node.data_epoch()).collect()
 }
 
+/// What a [`Lock`] holds: the lock of its resources, or one permit of a semaphore (SPEC §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Lock,
+    Permit { limit: u32 },
+}
+
+impl Kind {
+    /// The nodes that must agree: the majority for a lock, Q(limit) for a permit.
+    pub(crate) fn quorum(self, nodes: usize) -> usize {
+        match self {
+            Kind::Lock => quorum::quorum(nodes),
+            Kind::Permit { limit } => quorum::semaphore_quorum(nodes, limit),
+        }
+    }
+
+    /// The release (or rollback, `announce` false) of `token` from `keys`.
+    pub(crate) fn release_cmd(self, keys: &[String], token: &str, announce: bool) -> redis::Cmd {
+        let flag = if announce { "1" } else { "0" };
+        match self {
+            Kind::Lock => scripts::evalsha(&scripts::RELEASE, keys, &[token, flag]),
+            Kind::Permit { .. } => scripts::evalsha(&scripts::SEM_RELEASE, keys, &[token, flag]),
+        }
+    }
+
+    /// The extension of `token` on `keys` to `ttl_ms`, re-seating where it is absent (`reseat`).
+    fn extend_cmd(self, keys: &[String], token: &str, ttl_ms: &str, reseat: bool) -> redis::Cmd {
+        let flag = if reseat { "1" } else { "0" };
+        match self {
+            Kind::Lock => scripts::evalsha(&scripts::EXTEND, keys, &[token, ttl_ms, flag]),
+            Kind::Permit { limit } => scripts::evalsha(
+                &scripts::SEM_EXTEND,
+                keys,
+                &[token, ttl_ms, flag, &limit.to_string()],
+            ),
+        }
+    }
+}
+
 pub(crate) struct LockInner {
     pub(crate) cluster: Arc<Cluster>,
+    pub(crate) kind: Kind,
+    /// [`Kind::quorum`] of the manager's nodes.
+    pub(crate) quorum: usize,
     pub(crate) resources: Vec<String>,
     pub(crate) keys: Vec<String>,
     pub(crate) token: String,
@@ -76,6 +118,20 @@ pub struct Released {
 }
 
 impl Lock {
+    /// For a semaphore's permit ([`LockManager::semaphore`](crate::LockManager::semaphore)):
+    /// the semaphore's limit; `None` for a lock.
+    pub fn limit(&self) -> Option<u32> {
+        match self.inner.kind {
+            Kind::Lock => None,
+            Kind::Permit { limit } => Some(limit),
+        }
+    }
+
+    /// The nodes that must agree for this lock (or permit) to be granted, extended and held.
+    pub fn quorum(&self) -> usize {
+        self.inner.quorum
+    }
+
     /// The resource names, as given.
     pub fn resources(&self) -> &[String] {
         &self.inner.resources
@@ -244,9 +300,12 @@ impl Lock {
 
 impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lock")
-            .field("resources", &self.inner.resources)
-            .field("token", &self.inner.token)
+        let mut d = f.debug_struct("Lock");
+        d.field("resources", &self.inner.resources);
+        if let Some(limit) = self.limit() {
+            d.field("semaphore_limit", &limit);
+        }
+        d.field("token", &self.inner.token)
             .field("fence", &self.inner.fence)
             .field("validity", &self.validity())
             .field("lost", &self.is_lost())
@@ -280,23 +339,26 @@ impl Drop for KeepAlive {
 /// node answered, or `node_timeout` passed); the other deletes finish in the background.
 pub(crate) async fn release_on(
     nodes: &[Arc<Node>],
+    kind: Kind,
+    q: usize,
     keys: &[String],
     token: &str,
     announce: bool,
 ) -> Round {
-    release_round(nodes, keys, token, announce, Tally::Release).await
+    release_round(nodes, kind, q, keys, token, announce, Tally::Release).await
 }
 
 pub(crate) async fn release_round(
     nodes: &[Arc<Node>],
+    kind: Kind,
+    q: usize,
     keys: &[String],
     token: &str,
     announce: bool,
     tally: Tally,
 ) -> Round {
-    let flag = if announce { "1" } else { "0" };
-    let cmd = Arc::new(scripts::evalsha(&scripts::RELEASE, keys, &[token, flag]));
-    quorum::run(nodes, tally, Instant::now(), |node| {
+    let cmd = Arc::new(kind.release_cmd(keys, token, announce));
+    quorum::run(nodes, tally, q, Instant::now(), |node| {
         let cmd = cmd.clone();
         async move {
             match node.query::<i64>(&cmd).await {
@@ -309,9 +371,10 @@ pub(crate) async fn release_round(
     .await
 }
 
-pub(crate) fn released(cluster: &Cluster, round: Round) -> Released {
+/// What a release round did, for a lock (or permit) whose quorum is `q`.
+pub(crate) fn released(q: usize, round: Round) -> Released {
     Released {
-        held: round.granted >= cluster.quorum,
+        held: round.granted >= q,
         deleted_on: round.granted,
         report: round.report,
     }
@@ -319,9 +382,17 @@ pub(crate) fn released(cluster: &Cluster, round: Round) -> Released {
 
 async fn release(lock: &Lock) -> Released {
     let inner = &lock.inner;
-    let round = release_on(&inner.cluster.nodes, &inner.keys, &inner.token, true).await;
+    let round = release_on(
+        &inner.cluster.nodes,
+        inner.kind,
+        inner.quorum,
+        &inner.keys,
+        &inner.token,
+        true,
+    )
+    .await;
     inner.cluster.stats.note(Event::Released);
-    let result = released(&inner.cluster, round);
+    let result = released(inner.quorum, round);
     let mut st = lock.state();
     st.released = true;
     st.report = result.report.clone();
@@ -372,20 +443,20 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
         })
         .collect();
     let epochs: Vec<u64> = cluster.nodes.iter().map(|n| n.data_epoch()).collect();
-    let plain = Arc::new(scripts::evalsha(
-        &scripts::EXTEND,
-        &inner.keys,
-        &[&inner.token, &ttl_ms, "0"],
-    ));
+    let plain = Arc::new(
+        inner
+            .kind
+            .extend_cmd(&inner.keys, &inner.token, &ttl_ms, false),
+    );
     let reseat = restarted.contains(&true).then(|| {
-        Arc::new(scripts::evalsha(
-            &scripts::EXTEND,
-            &inner.keys,
-            &[&inner.token, &ttl_ms, "1"],
-        ))
+        Arc::new(
+            inner
+                .kind
+                .extend_cmd(&inner.keys, &inner.token, &ttl_ms, true),
+        )
     });
     let t1 = Instant::now();
-    let round = quorum::run(&cluster.nodes, Tally::Eligible, t1, |node| {
+    let round = quorum::run(&cluster.nodes, Tally::Eligible, inner.quorum, t1, |node| {
         let cmd = match &reseat {
             Some(cmd) if restarted.get(cluster.index_of(&node)) == Some(&true) => cmd.clone(),
             _ => plain.clone(),
@@ -407,7 +478,7 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     .await;
     let drift = config.drift(ttl);
     let validity = quorum::validity(ttl, round.decided_at - t1, drift);
-    let granted = round.granted >= cluster.quorum && validity.is_some();
+    let granted = round.granted >= inner.quorum && validity.is_some();
     {
         let mut st = lock.state();
         st.report = round.report.clone();
@@ -450,6 +521,8 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     if !reseated.is_empty() {
         release_round(
             &reseated,
+            inner.kind,
+            inner.quorum,
             &inner.keys,
             &inner.token,
             false,
@@ -457,10 +530,10 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
         )
         .await;
     }
-    if cluster.nodes.len() - round.refused < cluster.quorum {
+    if cluster.nodes.len() - round.refused < inner.quorum {
         lock.mark_lost();
         return Err(lock
-            .lost_error("a majority of nodes no longer hold its token")
+            .lost_error("fewer than a quorum of nodes still hold its token")
             .with_report(round.report));
     }
     Err(Error::new(
@@ -470,7 +543,7 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
             quote_resources(&inner.resources),
             round.granted,
             cluster.nodes.len(),
-            cluster.quorum,
+            inner.quorum,
             crate::error::with_summary(round.report.summary("extend", "no longer holds its token")),
         ),
     )

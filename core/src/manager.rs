@@ -8,7 +8,7 @@ use crate::acquire::{self, AcquireOptions};
 use crate::cluster::Cluster;
 use crate::config::{Config, validate_resources};
 use crate::error::{Error, ErrorKind, Result};
-use crate::lock::{Lock, Released, release_round, released};
+use crate::lock::{Kind, Lock, Released, release_round, released};
 use crate::node::NodeStatus;
 use crate::quorum::Tally;
 use crate::stats::Stats;
@@ -139,6 +139,22 @@ impl LockManager {
         acquire::acquire(&self.cluster, resources, ttl, options).await
     }
 
+    /// The counting semaphore `resource` with `limit` permits (SPEC §11): at most `limit`
+    /// holders at once, across the quorum. Each permit is a [`Lock`] (ttl, validity, extend,
+    /// release, auto-extension, fencing, the lost signal, the report). A permit needs
+    /// [`Semaphore::quorum`] = floor(limit × N / (limit + 1)) + 1 admitting nodes — more than a
+    /// majority for a limit of 2 or more — so N − that many nodes may be down. The semaphore's
+    /// key is apart from a lock on the same name (`<prefix><resource>:ironlock:semaphore`).
+    /// `limit` is checked (1 to [`MAX_SEMAPHORE_LIMIT`](crate::MAX_SEMAPHORE_LIMIT)) when a
+    /// permit is acquired.
+    pub fn semaphore(&self, resource: impl Into<String>, limit: u32) -> Semaphore {
+        Semaphore {
+            manager: self.clone(),
+            resource: resource.into(),
+            limit,
+        }
+    }
+
     /// Acquires, runs `work` while the lock is extended in the background, then releases.
     /// `work` receives the lock: select on [`Lock::lost`] to stop at once when it is lost.
     /// Returns `Lost` (and discards the work's output) when the loss rule of
@@ -172,8 +188,18 @@ impl LockManager {
             .iter()
             .map(|r| self.cluster.key(r.as_ref()))
             .collect();
-        let round = release_round(&self.cluster.nodes, &keys, token, true, Tally::ReleaseAll).await;
-        Ok(released(&self.cluster, round))
+        let q = self.cluster.quorum;
+        let round = release_round(
+            &self.cluster.nodes,
+            Kind::Lock,
+            q,
+            &keys,
+            token,
+            true,
+            Tally::ReleaseAll,
+        )
+        .await;
+        Ok(released(q, round))
     }
 
     /// Who holds `resource` on each node, and for how long.
@@ -266,4 +292,58 @@ async fn connect_until_quorum(cluster: &Arc<Cluster>) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// A counting semaphore across the quorum ([`LockManager::semaphore`]). Cheap to clone.
+#[derive(Clone)]
+pub struct Semaphore {
+    manager: LockManager,
+    resource: String,
+    limit: u32,
+}
+
+impl std::fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("resource", &self.resource)
+            .field("limit", &self.limit)
+            .field("quorum", &self.quorum())
+            .finish()
+    }
+}
+
+impl Semaphore {
+    /// The resource name, as given.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// How many permits may be held at once.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// The nodes that must admit a permit: floor(limit × N / (limit + 1)) + 1 (SPEC §11).
+    pub fn quorum(&self) -> usize {
+        crate::quorum::semaphore_quorum(self.manager.cluster.nodes.len(), self.limit.max(1))
+    }
+
+    /// Acquires a permit for `ttl` with the manager's retry settings.
+    pub async fn acquire(&self, ttl: Duration) -> Result<Lock> {
+        self.acquire_with(ttl, AcquireOptions::default()).await
+    }
+
+    /// Acquires a permit for `ttl` (cancel-safe as [`LockManager::acquire_with`]); fails with
+    /// `Contended` when all permits stay held, `Unavailable` when fewer than
+    /// [`quorum`](Self::quorum) nodes could admit it.
+    pub async fn acquire_with(&self, ttl: Duration, options: AcquireOptions) -> Result<Lock> {
+        acquire::acquire_permit(
+            &self.manager.cluster,
+            &self.resource,
+            self.limit,
+            ttl,
+            options,
+        )
+        .await
+    }
 }

@@ -17,6 +17,15 @@ pub fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
+/// The quorum of a semaphore with `limit` permits over `nodes` nodes (SPEC §11):
+/// Q = floor(limit × N / (limit + 1)) + 1, so that (limit + 1) × Q > limit × N and no
+/// `limit + 1` holders can each be admitted by Q of the N nodes. Q(1) is the lock's majority;
+/// N − Q nodes may be down.
+pub fn semaphore_quorum(nodes: usize, limit: u32) -> usize {
+    let (n, k) = (nodes as u128, u128::from(limit));
+    (k * n / (k + 1) + 1) as usize
+}
+
 /// validity = ttl − elapsed − drift, or `None` when that is not positive.
 pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
     ttl.checked_sub(elapsed)?
@@ -33,7 +42,17 @@ pub fn classify(
     refused: usize,
     validity_left: bool,
 ) -> Result<(), ErrorKind> {
-    if granted >= quorum(nodes) {
+    classify_with(quorum(nodes), granted, refused, validity_left)
+}
+
+/// [`classify`] with the quorum `q` given (a semaphore's, [`semaphore_quorum`]).
+pub(crate) fn classify_with(
+    q: usize,
+    granted: usize,
+    refused: usize,
+    validity_left: bool,
+) -> Result<(), ErrorKind> {
+    if granted >= q {
         if validity_left {
             Ok(())
         } else {
@@ -96,6 +115,7 @@ pub(crate) enum Tally {
 pub(crate) async fn run<F, Fut>(
     nodes: &[Arc<Node>],
     tally: Tally,
+    q: usize,
     started: Instant,
     request: F,
 ) -> Round
@@ -104,7 +124,6 @@ where
     Fut: Future<Output = Reply> + Send + 'static,
 {
     let n = nodes.len();
-    let q = quorum(n);
     let mut reports: Vec<NodeReport> = nodes
         .iter()
         .map(|node| NodeReport {
@@ -244,8 +263,13 @@ where
 
 /// A round of one script whose reply is 1 when the node did what was asked (extend, the fence
 /// write-back): 1 is a "yes", any other integer a "no".
-pub(crate) async fn run_flag(nodes: &[Arc<Node>], started: Instant, cmd: Arc<redis::Cmd>) -> Round {
-    run(nodes, Tally::Eligible, started, |node| {
+pub(crate) async fn run_flag(
+    nodes: &[Arc<Node>],
+    q: usize,
+    started: Instant,
+    cmd: Arc<redis::Cmd>,
+) -> Round {
+    run(nodes, Tally::Eligible, q, started, |node| {
         let cmd = cmd.clone();
         async move {
             match node.query::<i64>(&cmd).await {
@@ -265,6 +289,30 @@ mod tests {
     #[test]
     fn quorum_is_a_strict_majority() {
         assert_eq!([1, 2, 3, 4, 5, 6, 7].map(quorum), [1, 2, 2, 3, 3, 4, 4]);
+    }
+
+    #[test]
+    fn semaphore_quorum_leaves_no_room_for_one_holder_more() {
+        assert_eq!(semaphore_quorum(5, 1), 3);
+        assert_eq!(semaphore_quorum(5, 2), 4);
+        assert_eq!(semaphore_quorum(5, 3), 4);
+        assert_eq!(semaphore_quorum(5, 4), 5);
+        assert_eq!(semaphore_quorum(3, 2), 3);
+        assert_eq!(semaphore_quorum(1, 1000), 1);
+        for n in 1..=9usize {
+            assert_eq!(semaphore_quorum(n, 1), quorum(n), "Q(1) is the majority");
+            for k in 1..=64u32 {
+                let q = semaphore_quorum(n, k);
+                assert!(q <= n, "n={n} k={k}");
+                // k + 1 holders need (k + 1) × q seats; the n nodes have k × n.
+                assert!((k as usize + 1) * q > k as usize * n, "n={n} k={k} q={q}");
+                // and q is the smallest such.
+                assert!(
+                    q == 1 || (k as usize + 1) * (q - 1) <= k as usize * n,
+                    "n={n} k={k}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -8,11 +8,36 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+/// A semaphore script: the shared head (the node's time in ms as `now`, holders whose permits
+/// expired dropped, `hold(ttl)` to (re)admit the token until `now + ttl`) and then `$body`.
+macro_rules! concat_lua {
+    ($body:expr) => {
+        concat!(
+            "\nlocal t = redis.call('TIME')\n",
+            "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n",
+            "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n",
+            "local function hold(ttl)\n",
+            "  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])\n",
+            "  if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n",
+            "end\n",
+            $body
+        )
+    };
+}
+
 /// Every script, loaded with `SCRIPT LOAD` on each (re)connection so that each request is a
 /// single `EVALSHA`: one command per request keeps requests on a connection strictly ordered
 /// (a rollback can never overtake the acquire it undoes).
-pub(crate) const ALL_SOURCES: [&str; 4] =
-    [ACQUIRE_SOURCE, RELEASE_SOURCE, EXTEND_SOURCE, FENCE_SOURCE];
+pub(crate) const ALL_SOURCES: [&str; 8] = [
+    ACQUIRE_SOURCE,
+    RELEASE_SOURCE,
+    EXTEND_SOURCE,
+    FENCE_SOURCE,
+    SEM_ACQUIRE_SOURCE,
+    SEM_RELEASE_SOURCE,
+    SEM_EXTEND_SOURCE,
+    SEM_FENCE_SOURCE,
+];
 
 /// One `EVALSHA` of `script`, built once and sent to every node of a round.
 pub(crate) fn evalsha<K: AsRef<str>>(script: &Script, keys: &[K], args: &[&str]) -> redis::Cmd {
@@ -147,3 +172,67 @@ end
 return 1
 "#;
 pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(FENCE_SOURCE));
+
+/// The key of a semaphore (SPEC §11) on one node: a sorted set of holders, each a permit's token
+/// scored with its expiry in the node's own clock (ms). Kept apart from a lock on the same name
+/// (a different key, under the key prefix so that ACL key patterns cover it).
+pub fn semaphore_key(key: &str) -> String {
+    format!("{key}:ironlock:semaphore")
+}
+
+/// Admits the token to the semaphore when fewer than `limit` unexpired holders remain (a token
+/// already holding, from a late reply of an earlier round, is renewed).
+/// KEYS: the semaphore key and, with fencing, its fence counter key.
+/// ARGV: token, ttl_ms, fencing (0/1), limit. Returns `{1, fence_counter}` when admitted, `{0, 0}`
+/// when full.
+pub const SEM_ACQUIRE_SOURCE: &str = concat_lua!(
+    r#"
+local ttl = tonumber(ARGV[2])
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return {0, 0} end
+end
+hold(ttl)
+local fence = 0
+if ARGV[3] == "1" then fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0 end
+return {1, fence}
+"#
+);
+pub(crate) static SEM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_ACQUIRE_SOURCE));
+
+/// Removes the token from the semaphore and, for a real release (ARGV\[2\] == "1"), announces it
+/// on the key's channel. ARGV: token, announce (0/1). Returns 1 when it held, else 0.
+pub const SEM_RELEASE_SOURCE: &str = r#"
+local n = redis.call('ZREM', KEYS[1], ARGV[1])
+if n > 0 and ARGV[2] == "1" then redis.call('PUBLISH', KEYS[1] .. ':ironlock:release', ARGV[1]) end
+return n
+"#;
+pub(crate) static SEM_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_RELEASE_SOURCE));
+
+/// Renews the token's permit iff it still holds one. With ARGV\[3\] == "1" (a node that restarted
+/// since it last admitted the token: re-seating, SPEC §12) an absent token is admitted again when
+/// fewer than `limit` holders remain. ARGV: token, ttl_ms, reseat (0/1), limit. Returns 1 when
+/// extended, 2 when re-seated, 0 otherwise.
+pub const SEM_EXTEND_SOURCE: &str = concat_lua!(
+    r#"
+local ttl = tonumber(ARGV[2])
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  hold(ttl)
+  return 1
+end
+if ARGV[3] ~= "1" or redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+hold(ttl)
+return 2
+"#
+);
+pub(crate) static SEM_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_EXTEND_SOURCE));
+
+/// Raises the fence counter to F iff the token holds a permit. KEYS: the semaphore key, its fence
+/// counter key. ARGV: token, F (decimal). Returns 1 when written, 0 otherwise.
+pub const SEM_FENCE_SOURCE: &str = r#"
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+local f = tonumber(ARGV[2])
+local c = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+if f > c then redis.call('SET', KEYS[2], ARGV[2]) end
+return 1
+"#;
+pub(crate) static SEM_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_FENCE_SOURCE));

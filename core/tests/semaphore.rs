@@ -1,0 +1,249 @@
+//! Counting semaphores across the quorum (SPEC §11) against real nodes: at most `limit` holders,
+//! the quorum Q(limit) and its error, wake-ups, expiry, extension, fencing, keys kept apart from
+//! locks, and a referee that counts holders while a node is killed and restarted.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{SEC, cluster, config, ms, unique};
+use ironlock::{AcquireOptions, Config, ErrorKind, LockManager};
+
+#[tokio::test]
+async fn the_quorum_grows_with_the_limit_and_bad_limits_name_the_argument() {
+    let c = cluster(5);
+    let m = LockManager::new(config(&c).retry_count(0)).await.unwrap();
+    let q: Vec<usize> = [1, 2, 3, 4, 1000]
+        .iter()
+        .map(|&k| m.semaphore("s", k).quorum())
+        .collect();
+    assert_eq!(q, [3, 4, 4, 5, 5]);
+    for limit in [0, ironlock::MAX_SEMAPHORE_LIMIT + 1] {
+        let e = m.semaphore("s", limit).acquire(SEC).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(
+            e.message()
+                .starts_with(&format!("limit: must be between 1 and 10000, got {limit}")),
+            "{e}"
+        );
+    }
+    let e = m.semaphore("", 2).acquire(SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+}
+
+#[tokio::test]
+async fn at_most_limit_holders_and_a_release_wakes_a_waiter() {
+    let c = cluster(3);
+    // A 10 s retry delay: a waiter that gets its permit quickly was woken by the release.
+    let m = LockManager::new(config(&c).retry_count(0).retry_delay(10 * SEC))
+        .await
+        .unwrap();
+    let name = unique("sem");
+    let sem = m.semaphore(name.clone(), 2);
+    let a = sem.acquire(5 * SEC).await.unwrap();
+    let b = sem.acquire(5 * SEC).await.unwrap();
+    assert_eq!((a.limit(), a.quorum()), (Some(2), 3));
+    assert_ne!(a.token(), b.token());
+    let e = sem.acquire(5 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Contended, "{e}");
+    assert!(
+        e.message().contains(&format!(
+            "could not acquire a permit of semaphore [\"{name}\"] (limit 2): all 2 permits are held elsewhere"
+        )),
+        "{e}"
+    );
+    // A lock on the same name is another key: it is free.
+    let lock = m.acquire(&[&name], SEC).await.expect("kept apart");
+    assert!(lock.release().await.held);
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let p = sem
+                .acquire_with(5 * SEC, AcquireOptions::wait(8 * SEC))
+                .await
+                .unwrap();
+            (started.elapsed(), p)
+        })
+    };
+    tokio::time::sleep(ms(300)).await;
+    assert!(a.release().await.held);
+    let (waited, c_permit) = waiter.await.unwrap();
+    assert!(waited < 5 * SEC, "not woken by the release: {waited:?}");
+    assert!(m.stats().wakeups >= 1);
+    assert!(b.finish().await.unwrap().held);
+    assert!(c_permit.release().await.held);
+    // Every holder is gone, and so is the key on every node.
+    let key = format!("{name}:ironlock:semaphore");
+    for i in 0..3 {
+        let mut left = String::new();
+        for _ in 0..40 {
+            left = c.command(i, &["EXISTS", &key]).unwrap();
+            if left.starts_with(":0") {
+                break;
+            }
+            tokio::time::sleep(ms(5)).await;
+        }
+        assert!(left.starts_with(":0"), "node {i}: {left}");
+    }
+}
+
+#[tokio::test]
+async fn expired_permits_free_their_seat_and_cannot_be_extended() {
+    let c = cluster(3);
+    let m = LockManager::new(config(&c).retry_count(0)).await.unwrap();
+    let sem = m.semaphore(unique("sem"), 1);
+    let old = sem.acquire(ms(300)).await.unwrap();
+    assert_eq!(
+        sem.acquire(SEC).await.unwrap_err().kind(),
+        ErrorKind::Contended
+    );
+    tokio::time::sleep(ms(400)).await;
+    let new = sem
+        .acquire(SEC)
+        .await
+        .expect("the expired holder was dropped");
+    let e = old.extend(SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    new.extend(2 * SEC).await.expect("the holder extends");
+    assert!(new.validity() > SEC);
+    assert!(new.release().await.held);
+}
+
+#[tokio::test]
+async fn fencing_tokens_increase_across_permits() {
+    let c = cluster(3);
+    let m = LockManager::new(config(&c).retry_count(0)).await.unwrap();
+    let sem = m.semaphore(unique("sem"), 3);
+    let fenced = || AcquireOptions::default().fencing(true);
+    let mut fences = Vec::new();
+    let mut permits = Vec::new();
+    for _ in 0..3 {
+        let p = sem.acquire_with(SEC, fenced()).await.unwrap();
+        fences.push(p.fence().expect("a fence"));
+        permits.push(p);
+    }
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+    for p in permits {
+        assert!(p.release().await.held);
+    }
+}
+
+/// SPEC §11: with N = 5 and a limit of 2, a majority (3) is not enough; with two nodes
+/// unreachable no permit is granted, and the error says how many nodes a permit needs. A
+/// semaphore that admitted with a majority would grant here, and three such holders can each
+/// hold a majority (3 × 3 = 9 memberships in 2 × 5 = 10 seats).
+#[tokio::test]
+async fn a_majority_does_not_admit_a_permit_when_the_limit_is_two() {
+    let mut c = cluster(5);
+    let m = LockManager::new(
+        config(&c)
+            .retry_count(0)
+            .node_timeout(ms(200))
+            .connect_timeout(5 * SEC),
+    )
+    .await
+    .unwrap();
+    c.pause(3).unwrap();
+    c.pause(4).unwrap();
+    let sem = m.semaphore(unique("sem"), 2);
+    let e = sem.acquire(5 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(
+        e.message().contains(
+            "a limit of 2 needs 4 of the 5 nodes to admit it, so at most 1 may be down (3 of 5 nodes granted, quorum 4)"
+        ),
+        "{e}"
+    );
+    // A lock (limit 1) needs the majority only: granted.
+    let lock = m.acquire(&[unique("lock")], 5 * SEC).await.unwrap();
+    assert!(lock.release().await.held);
+    c.resume(3).unwrap();
+    c.resume(4).unwrap();
+    let p = sem
+        .acquire(5 * SEC)
+        .await
+        .expect("granted with every node back");
+    assert!(p.release().await.held);
+}
+
+/// Twelve workers contend for 3 permits on 5 nodes while one node is killed and restarted
+/// empty (restart quarantine on); a referee counter on a separate node counts the holders at
+/// every grant. Never more than 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twelve_workers_never_exceed_three_holders_while_a_node_restarts() {
+    const LIMIT: u32 = 3;
+    let mut c = cluster(5);
+    let referee = cluster(1);
+    // max_ttl 2 s: the quarantine of a fresh node is 2 s + drift + 1 s; wait it out first.
+    tokio::time::sleep(ms(3100)).await;
+    let resource = unique("sem");
+    let config = Config::new(c.urls())
+        .max_ttl(2 * SEC)
+        .retry_delay(ms(20))
+        .retry_jitter(ms(10))
+        .node_timeout(ms(200))
+        .connect_timeout(5 * SEC);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (grants, most) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let referee_url = referee.urls()[0].clone();
+    let mut workers = Vec::new();
+    for _ in 0..12 {
+        let (config, resource, stop) = (config.clone(), resource.clone(), stop.clone());
+        let (grants, most, referee_url) = (grants.clone(), most.clone(), referee_url.clone());
+        workers.push(tokio::spawn(async move {
+            let m = LockManager::new(config).await.unwrap();
+            let r = redis::Client::open(referee_url).unwrap();
+            let mut r = r.get_multiplexed_async_connection().await.unwrap();
+            let sem = m.semaphore(resource, LIMIT);
+            let deadline = Instant::now() + 12 * SEC;
+            while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                let Ok(p) = sem.acquire_with(SEC, AcquireOptions::wait(ms(500))).await else {
+                    continue;
+                };
+                let holders: u64 = redis::cmd("INCR")
+                    .arg("holders")
+                    .query_async(&mut r)
+                    .await
+                    .unwrap();
+                grants.fetch_add(1, Ordering::Relaxed);
+                most.fetch_max(holders, Ordering::Relaxed);
+                tokio::time::sleep(ms(5)).await;
+                let _: i64 = redis::cmd("DECR")
+                    .arg("holders")
+                    .query_async(&mut r)
+                    .await
+                    .unwrap();
+                p.release().await;
+            }
+            m.close();
+        }));
+    }
+    tokio::time::sleep(ms(1500)).await;
+    c.kill(2).unwrap();
+    tokio::time::sleep(ms(1000)).await;
+    c.start_node(2).unwrap();
+    tokio::time::sleep(ms(1500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    let (grants, most) = (grants.load(Ordering::Relaxed), most.load(Ordering::Relaxed));
+    eprintln!("{grants} grants to 12 workers, at most {most} holders at once (limit {LIMIT})");
+    assert!(grants >= 50, "too few grants to show anything: {grants}");
+    assert!(most <= u64::from(LIMIT), "{most} holders at once");
+    assert_eq!(most, u64::from(LIMIT), "the permits were never all in use");
+}
+
+#[test]
+fn q_of_limit_matches_the_spec_formula() {
+    for n in 1..=9 {
+        for k in 1..=20u32 {
+            let q = ironlock::semaphore_quorum(n, k);
+            assert_eq!(q, (k as usize * n) / (k as usize + 1) + 1);
+        }
+    }
+    let _ = Duration::ZERO;
+}
