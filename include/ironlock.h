@@ -643,6 +643,26 @@ ironlock_status ironlock_acquire_with(struct ironlock_manager *manager,
                                       struct ironlock_lock **out);
 
 /**
+ * Acquires one of `limit` permits of the counting semaphore `resource` (SPEC §11) for `ttl_ms`
+ * milliseconds, retrying as the manager's settings and `opts` (NULL = defaults) say. A permit
+ * is an `ironlock_lock`: extend, release, finish, auto-extension, fencing and the report work as
+ * for a lock. It needs floor(limit × N / (limit + 1)) + 1 admitting nodes, more than a majority
+ * for a limit of 2 or more. `limit` is 1 to 10000. Blocks the calling thread; writes `*out`
+ * only on success. IRONLOCK_CONTENDED when every permit is held, IRONLOCK_UNAVAILABLE when too
+ * few nodes could admit it (the message says how many it needs). Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `manager` is NULL or a live manager; `resource` is NULL or a NUL-terminated string; `opts`
+ * is NULL or live; `out` is NULL or writable.
+ */
+ironlock_status ironlock_acquire_permit(struct ironlock_manager *manager,
+                                        const char *resource,
+                                        uint32_t limit,
+                                        uint64_t ttl_ms,
+                                        const struct ironlock_acquire_opts *opts,
+                                        struct ironlock_lock **out);
+
+/**
  * Reads one of the manager's counters (SPEC §13) by its name — the field names of the stats
  * snapshot in every language: `granted`, `contended`, `unavailable`, `rounds`, `retries`,
  * `wakeups`, `extensions`, `extension_failures`, `releases`, `lost`, `reseats`,

@@ -271,13 +271,22 @@ public:
         std::vector<const char *> names;
         names.reserve(resources.size());
         for (const auto &r : resources) names.push_back(r.c_str());
-        std::unique_ptr<ironlock_acquire_opts, detail::opts_deleter> o(ironlock_acquire_opts_new());
-        if (!o) throw std::bad_alloc();
-        if (options.wait) detail::check(ironlock_acquire_opts_set_wait_ms(o.get(), detail::millis(*options.wait)));
-        if (options.retry_count) detail::check(ironlock_acquire_opts_set_retry_count(o.get(), *options.retry_count));
-        detail::check(ironlock_acquire_opts_set_fencing(o.get(), options.fencing));
+        auto o = c_options(options);
         ironlock_lock *l = nullptr;
         detail::check(ironlock_acquire_with(m_.get(), names.data(), names.size(), detail::millis(ttl), o.get(), &l));
+        return lock(l);
+    }
+
+    /// Acquires one of `limit` permits of the counting semaphore `resource` (SPEC §11) for
+    /// `ttl`: a lock like any other (extend, release, auto-extension, fencing). It needs
+    /// floor(limit × N / (limit + 1)) + 1 admitting nodes; throws ironlock::error
+    /// (IRONLOCK_CONTENDED when every permit is held) with the report.
+    template <class R, class P>
+    lock acquire_permit(const std::string &resource, std::uint32_t limit, std::chrono::duration<R, P> ttl,
+                        const acquire_options &options = {}) {
+        auto o = c_options(options);
+        ironlock_lock *l = nullptr;
+        detail::check(ironlock_acquire_permit(m_.get(), resource.c_str(), limit, detail::millis(ttl), o.get(), &l));
         return lock(l);
     }
 
@@ -298,6 +307,15 @@ public:
     ironlock_manager *get() const noexcept { return m_.get(); }
 
 private:
+    static std::unique_ptr<ironlock_acquire_opts, detail::opts_deleter> c_options(const acquire_options &options) {
+        std::unique_ptr<ironlock_acquire_opts, detail::opts_deleter> o(ironlock_acquire_opts_new());
+        if (!o) throw std::bad_alloc();
+        if (options.wait) detail::check(ironlock_acquire_opts_set_wait_ms(o.get(), detail::millis(*options.wait)));
+        if (options.retry_count) detail::check(ironlock_acquire_opts_set_retry_count(o.get(), *options.retry_count));
+        detail::check(ironlock_acquire_opts_set_fencing(o.get(), options.fencing));
+        return o;
+    }
+
     std::unique_ptr<ironlock_manager, detail::manager_deleter> m_;
 };
 

@@ -149,6 +149,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub fencing: bool,
 
+    /// Take one of K slots of a counting semaphore named RESOURCE instead of the lock (at most
+    /// K commands run at once; like `consul lock -n`). It needs floor(K·N/(K+1))+1 nodes
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub slots: Option<u32>,
+
     /// Seconds between SIGTERM and SIGKILL when the lock is lost
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub kill_grace: f64,

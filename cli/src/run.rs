@@ -184,6 +184,10 @@ async fn acquire(
     out: &Output,
 ) -> Result<Lock, NotAcquired> {
     let resources = [args.resource.as_str()];
+    // --slots K: a permit of the semaphore RESOURCE instead of the lock.
+    let semaphore = args
+        .slots
+        .map(|k| manager.semaphore(args.resource.as_str(), k));
     let started = Instant::now();
     // A wait too long to represent is a wait without a deadline.
     let deadline = wait.and_then(|w| started.checked_add(w));
@@ -203,7 +207,11 @@ async fn acquire(
         }
         .fencing(args.fencing);
         // Boxed so that it can be dropped (cancelled) before the pause below.
-        let mut attempt = Box::pin(manager.acquire_with(&resources, ttl, options));
+        let mut attempt = match &semaphore {
+            Some(sem) => Box::pin(sem.acquire_with(ttl, options))
+                as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>>,
+            None => Box::pin(manager.acquire_with(&resources, ttl, options)),
+        };
         let result = loop {
             tokio::select! {
                 r = &mut attempt => break r,
@@ -211,7 +219,10 @@ async fn acquire(
                     let waited = started.elapsed();
                     if waited >= PROGRESS_AFTER {
                         let votes = last_votes.as_deref().map_or(String::new(), |v| {
-                            format!(" (last round: {v}; quorum {})", manager.quorum())
+                            let quorum = semaphore
+                                .as_ref()
+                                .map_or(manager.quorum(), |s| s.quorum());
+                            format!(" (last round: {v}; quorum {quorum})")
                         });
                         out.progress(&format!(
                             "ironlock: waiting for {:?}: {}{votes}",

@@ -87,3 +87,45 @@ fn a_blackholed_node_does_not_hold_start_up_for_its_connect_timeout() {
         "waited for the silent node's connect timeout: {took:?}"
     );
 }
+
+#[test]
+fn slots_admit_at_most_k_commands() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let key = unique("slots");
+    let holders: Vec<_> = (0..2)
+        .map(|_| hold(&urls, &["--slots", "2"], &key, "exec sleep 20"))
+        .collect();
+    assert_ne!(holders[0].token, holders[1].token);
+    let out = run(
+        ironlock(&urls).args(["run", "-n", "--slots", "2", &key, "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("(limit 2): all 2 permits are held elsewhere"),
+        "{}",
+        stderr(&out)
+    );
+    // A lock on the same name is another key; a semaphore of 3 has a slot left.
+    let out = run(
+        ironlock(&urls).args(["run", "-n", &key, "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = run(
+        ironlock(&urls).args(["run", "-n", "--slots", "3", &key, "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    for h in holders {
+        signal(&h.child, libc::SIGTERM);
+        let out = finish(h.child, LIMIT);
+        assert_eq!(code(&out), 143, "{}", stderr(&out));
+    }
+    let out = run(
+        ironlock(&urls).args(["run", "-n", "--slots", "0", &key, "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+}

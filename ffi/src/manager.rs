@@ -204,19 +204,72 @@ unsafe fn acquire(
         let ttl = Duration::from_millis(ttl_ms);
         let result =
             m.rt.block_on(m.manager().acquire_with(&names, ttl, options))?;
-        match result {
-            Ok(lock) => {
-                report::set(Some(&lock.report()));
-                let handle = into_raw(ironlock_lock::new(lock, m.rt.clone()));
-                // SAFETY: checked non-NULL above; written only on success.
-                unsafe { out.write(handle) };
-                Ok(())
-            }
-            Err(e) => {
-                report::set(e.report());
-                Err(e)
-            }
+        // SAFETY: `out` checked non-NULL above.
+        unsafe { hand_out(m, result, out) }
+    })
+}
+
+/// Writes a granted lock to `*out` (only on success) and records the report of the last round
+/// for `ironlock_last_report_*`.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+unsafe fn hand_out(
+    m: &ironlock_manager,
+    result: Result<ironlock::Lock>,
+    out: *mut *mut ironlock_lock,
+) -> Result<()> {
+    match result {
+        Ok(lock) => {
+            report::set(Some(&lock.report()));
+            let handle = into_raw(ironlock_lock::new(lock, m.rt.clone()));
+            // SAFETY: the caller's contract; written only on success.
+            unsafe { out.write(handle) };
+            Ok(())
         }
+        Err(e) => {
+            report::set(e.report());
+            Err(e)
+        }
+    }
+}
+
+/// Acquires one of `limit` permits of the counting semaphore `resource` (SPEC §11) for `ttl_ms`
+/// milliseconds, retrying as the manager's settings and `opts` (NULL = defaults) say. A permit
+/// is an `ironlock_lock`: extend, release, finish, auto-extension, fencing and the report work as
+/// for a lock. It needs floor(limit × N / (limit + 1)) + 1 admitting nodes, more than a majority
+/// for a limit of 2 or more. `limit` is 1 to 10000. Blocks the calling thread; writes `*out`
+/// only on success. IRONLOCK_CONTENDED when every permit is held, IRONLOCK_UNAVAILABLE when too
+/// few nodes could admit it (the message says how many it needs). Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `manager` is NULL or a live manager; `resource` is NULL or a NUL-terminated string; `opts`
+/// is NULL or live; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_acquire_permit(
+    manager: *mut ironlock_manager,
+    resource: *const c_char,
+    limit: u32,
+    ttl_ms: u64,
+    opts: *const ironlock_acquire_opts,
+    out: *mut *mut ironlock_lock,
+) -> ironlock_status {
+    call(|| {
+        report::set(None);
+        // SAFETY: forwarded caller contract.
+        let m = unsafe { arg_ref(manager.cast_const(), "manager") }?;
+        // SAFETY: forwarded caller contract.
+        let name = unsafe { arg_str(resource, "resource") }?;
+        // SAFETY: forwarded caller contract.
+        let options = unsafe { opts.as_ref() }
+            .map(|o| o.options.clone())
+            .unwrap_or_default();
+        let out = arg_out(out, "out")?;
+        let ttl = Duration::from_millis(ttl_ms);
+        let semaphore = m.manager().semaphore(name, limit);
+        let result = m.rt.block_on(semaphore.acquire_with(ttl, options))?;
+        // SAFETY: `out` checked non-NULL above.
+        unsafe { hand_out(m, result, out) }
     })
 }
 

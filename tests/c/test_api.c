@@ -715,6 +715,55 @@ static void test_stats(const harness *h) {
     ironlock_manager_free(m);
 }
 
+/* Counting semaphores (SPEC §11): at most `limit` permits, each an ironlock_lock; bad input
+   names the argument and leaves *out alone. */
+static void test_semaphore(const harness *h) {
+    ironlock_config *cfg = config_for(h);
+    ironlock_manager *m = NULL;
+    CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_OK, NULL);
+    ironlock_config_free(cfg);
+    if (!m) return;
+    char r[128];
+    unique(r, sizeof r, "sem");
+    ironlock_acquire_opts *opts = ironlock_acquire_opts_new();
+    CHECK(ironlock_acquire_opts_set_fencing(opts, true) == IRONLOCK_OK);
+    ironlock_lock *a = NULL, *b = NULL, *c = NULL;
+    CHECK_STATUS(ironlock_acquire_permit(m, r, 2, 5000, opts, &a), IRONLOCK_OK, NULL);
+    CHECK_STATUS(ironlock_acquire_permit(m, r, 2, 5000, opts, &b), IRONLOCK_OK, NULL);
+    uint64_t fa = 0, fb = 0;
+    if (a && b) {
+        CHECK(ironlock_lock_fence(a, &fa) == IRONLOCK_OK && ironlock_lock_fence(b, &fb) == IRONLOCK_OK);
+        CHECK(fa > 0 && fb > fa);
+    }
+    CHECK_STATUS(ironlock_acquire_permit(m, r, 2, 5000, NULL, &c), IRONLOCK_CONTENDED,
+                 "(limit 2): all 2 permits are held elsewhere");
+    CHECK(c == NULL);
+    /* A lock on the same name is another key. */
+    const char *res[] = {r};
+    ironlock_lock *lock = NULL;
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &lock), IRONLOCK_OK, NULL);
+    if (lock) { CHECK(ironlock_lock_finish(lock) == IRONLOCK_OK); ironlock_lock_free(lock); }
+    if (a) { CHECK_STATUS(ironlock_extend(a, 5000), IRONLOCK_OK, NULL); CHECK(ironlock_lock_finish(a) == IRONLOCK_OK); }
+    CHECK_STATUS(ironlock_acquire_permit(m, r, 2, 5000, NULL, &c), IRONLOCK_OK, NULL);
+    ironlock_lock *bad = NULL;
+    CHECK_STATUS(ironlock_acquire_permit(m, r, 0, 5000, NULL, &bad), IRONLOCK_INVALID_ARGUMENT,
+                 "limit: must be between 1 and 10000, got 0");
+    CHECK_STATUS(ironlock_acquire_permit(m, NULL, 2, 5000, NULL, &bad), IRONLOCK_INVALID_ARGUMENT, "resource");
+    CHECK_STATUS(ironlock_acquire_permit(m, r, 2, 5000, NULL, NULL), IRONLOCK_INVALID_ARGUMENT, "out");
+    CHECK_STATUS(ironlock_acquire_permit(NULL, r, 2, 5000, NULL, &bad), IRONLOCK_INVALID_ARGUMENT, "manager");
+    CHECK(bad == NULL);
+    ironlock_lock *held[] = {a, b, c};
+    for (int i = 1; i < 3; i++) {
+        if (held[i]) CHECK(ironlock_lock_finish(held[i]) == IRONLOCK_OK);
+    }
+    for (int i = 0; i < 3; i++) ironlock_lock_free(held[i]);
+    ironlock_acquire_opts_free(opts);
+    char command[192];
+    snprintf(command, sizeof command, "EXISTS %s:ironlock:semaphore", r);
+    for (int node = 0; node < h->nodes; node++) CHECK(redis_int_settled((harness *)h, node, command) == 0);
+    ironlock_manager_free(m);
+}
+
 int main(void) {
     harness h;
     test_static_parts();
@@ -738,6 +787,7 @@ int main(void) {
     test_redaction(&h);
     test_bad_node_among_good(&h);
     test_stats(&h);
+    test_semaphore(&h);
     test_mutual_tls();
     harness_stop(&h);
     printf("test_api: %d checks passed, %d failed\n", check_passes, check_failures);

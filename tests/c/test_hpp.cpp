@@ -100,6 +100,20 @@ int main() {
         check(kept.valid() && !kept.lost(), "auto-extended");
         check(kept.release(), "release() says a quorum held it");
 
+        // A semaphore of 2: two permits, the third throws CONTENDED.
+        {
+            const std::string sem = name("sem");
+            ironlock::lock p1 = m.acquire_permit(sem, 2, 5s);
+            ironlock::lock p2 = m.acquire_permit(sem, 2, 5s);
+            try {
+                m.acquire_permit(sem, 2, 5s, ironlock::acquire_options{std::nullopt, 0, false});
+                check(false, "a third permit throws");
+            } catch (const ironlock::error &e) {
+                check(e.status() == IRONLOCK_CONTENDED, "third permit: CONTENDED");
+            }
+            check(p1.release() && p2.release(), "permits released");
+        }
+
         // Bad input throws INVALID_ARGUMENT naming the argument.
         try {
             ironlock::manager bad(ironlock::config{}.node("not a url"));
