@@ -36,7 +36,7 @@ pub(crate) fn opt_duration(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult
     }
 }
 
-fn count(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u32> {
+pub(crate) fn count(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u32> {
     if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
         return Err(error::wrong_type(name, "an int", v));
     }

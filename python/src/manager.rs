@@ -120,6 +120,8 @@ struct AcquireCall {
     resources: Vec<String>,
     ttl: std::time::Duration,
     options: ironlock::AcquireOptions,
+    /// A permit of the semaphore `resources[0]` with this limit, instead of the lock.
+    limit: Option<u32>,
 }
 
 impl AcquireCall {
@@ -134,14 +136,40 @@ impl AcquireCall {
             resources: convert::resources(resources)?,
             ttl: convert::duration("ttl", ttl)?,
             options: convert::acquire_options(wait, fencing, retry_count)?,
+            limit: None,
+        })
+    }
+
+    /// A permit of the semaphore `resource` with `limit` permits.
+    fn parse_permit(
+        resource: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+        ttl: &Bound<'_, PyAny>,
+        wait: Option<&Bound<'_, PyAny>>,
+        fencing: Option<&Bound<'_, PyAny>>,
+        retry_count: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(AcquireCall {
+            resources: vec![convert::resource(resource)?],
+            limit: Some(convert::count("limit", limit)?),
+            ttl: convert::duration("ttl", ttl)?,
+            options: convert::acquire_options(wait, fencing, retry_count)?,
         })
     }
 
     async fn run(self, core: Arc<Core>, flavor: Flavor) -> ironlock::Result<Grant> {
         let m = core.manager().await?;
-        let lock = m
-            .acquire_with(&self.resources, self.ttl, self.options)
-            .await?;
+        let lock = match self.limit {
+            Some(limit) => {
+                m.semaphore(self.resources[0].as_str(), limit)
+                    .acquire_with(self.ttl, self.options)
+                    .await?
+            }
+            None => {
+                m.acquire_with(&self.resources, self.ttl, self.options)
+                    .await?
+            }
+        };
         Ok(Grant::new(lock, flavor))
     }
 }
@@ -283,6 +311,26 @@ impl LockManager {
         runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
     }
 
+    /// Acquires one of `limit` permits of the counting semaphore `resource` for `ttl` seconds:
+    /// a Lock like any other (extend, release, keep_alive, fencing). Needs
+    /// floor(limit * N / (limit + 1)) + 1 admitting nodes; raises on failure.
+    #[pyo3(signature = (resource, limit, ttl, *, wait = None, fencing = None, retry_count = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_permit(
+        slf: PyRef<'_, Self>,
+        py: Python<'_>,
+        resource: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+        ttl: &Bound<'_, PyAny>,
+        wait: Option<&Bound<'_, PyAny>>,
+        fencing: Option<&Bound<'_, PyAny>>,
+        retry_count: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let call = AcquireCall::parse_permit(resource, limit, ttl, wait, fencing, retry_count)?;
+        let core = slf.as_super().core.clone();
+        runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
+    }
+
     /// Deletes `resources` wherever they still hold `token` (a lock taken elsewhere).
     fn release_token(
         slf: PyRef<'_, Self>,
@@ -342,6 +390,25 @@ impl AsyncLockManager {
         retry_count: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let call = AcquireCall::parse(resources, ttl, wait, fencing, retry_count)?;
+        let core = slf.as_super().core.clone();
+        runtime::awaitable(py, call.run(core, Flavor::Async))
+    }
+
+    /// Acquires one of `limit` permits of the counting semaphore `resource` for `ttl` seconds:
+    /// an AsyncLock like any other. Cancelling the awaiting task leaves no holder behind.
+    #[pyo3(signature = (resource, limit, ttl, *, wait = None, fencing = None, retry_count = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_permit<'py>(
+        slf: PyRef<'py, Self>,
+        py: Python<'py>,
+        resource: &Bound<'py, PyAny>,
+        limit: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        wait: Option<&Bound<'py, PyAny>>,
+        fencing: Option<&Bound<'py, PyAny>>,
+        retry_count: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let call = AcquireCall::parse_permit(resource, limit, ttl, wait, fencing, retry_count)?;
         let core = slf.as_super().core.clone();
         runtime::awaitable(py, call.run(core, Flavor::Async))
     }

@@ -21,8 +21,8 @@ import multiprocessing.util as _mp_util
 
 from ._native import AsyncLock, AsyncLostFlag, KeepAlive, Lock, LockBase, LostFlag
 from ._native import __version__, drain_requests as _drain_requests
-from ._sync import DistributedLock, LockManager, Resources
-from ._async import AsyncDistributedLock, AsyncLockManager
+from ._sync import DistributedLock, LockManager, Resources, Semaphore
+from ._async import AsyncDistributedLock, AsyncLockManager, AsyncSemaphore
 from .exceptions import (
     ArgumentTypeError,
     ForkedLockError,
@@ -42,6 +42,8 @@ __all__ = [
     "AsyncLockManager",
     "DistributedLock",
     "AsyncDistributedLock",
+    "Semaphore",
+    "AsyncSemaphore",
     "Lock",
     "AsyncLock",
     "LockBase",

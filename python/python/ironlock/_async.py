@@ -81,6 +81,47 @@ class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
                 raise
 
 
+class AsyncSemaphore:
+    """``async with manager.semaphore("api", 3, ttl=10.0) as permit:``: one of ``limit``
+    permits (an ``AsyncLock``), released on exit (``LockLostError`` there if it was lost)."""
+
+    def __init__(
+        self, manager: "AsyncLockManager", resource: str, limit: int, ttl: Any, *,
+        wait: Any = None, fencing: bool = False,
+    ) -> None:
+        self._manager, self._resource, self._limit, self._ttl = manager, resource, limit, ttl
+        self._wait, self._fencing = wait, fencing
+        self._permit: Optional[_native.AsyncLock] = None
+
+    async def acquire(self) -> _native.AsyncLock:
+        """Takes one permit; raises ``LockContendedError`` when every permit stays held."""
+        return await self._manager.acquire_permit(
+            self._resource, self._limit, self._ttl, wait=self._wait, fencing=self._fencing
+        )
+
+    async def __aenter__(self) -> _native.AsyncLock:
+        self._permit = await self.acquire()
+        return self._permit
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        permit, self._permit = self._permit, None
+        if permit is None or permit.released:
+            return
+        try:
+            await asyncio.shield(permit.finish())
+        except LockLostError:
+            if exc is None:
+                raise
+
+    def __repr__(self) -> str:
+        return f"<ironlock.AsyncSemaphore {self._resource!r} limit={self._limit}>"
+
+
 class AsyncLockManager(_native.AsyncLockManager):
     """Takes Redlock locks over N independent Redis masters; every I/O method is a coroutine.
 
@@ -109,6 +150,12 @@ class AsyncLockManager(_native.AsyncLockManager):
         return AsyncDistributedLock(
             self, resources, ttl, wait=wait, fencing=fencing, auto_extend=True
         )
+
+    def semaphore(
+        self, resource: str, limit: int, ttl: Any, *, wait: Any = None, fencing: bool = False
+    ) -> AsyncSemaphore:
+        """A counting semaphore: ``async with manager.semaphore("api", 3, ttl=10) as permit:``."""
+        return AsyncSemaphore(self, resource, limit, ttl, wait=wait, fencing=fencing)
 
     async def __aenter__(self) -> "AsyncLockManager":
         return self

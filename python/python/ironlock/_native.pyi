@@ -78,6 +78,16 @@ class LockManager(ManagerBase):
         fencing: Optional[bool] = None,
         retry_count: Optional[int] = None,
     ) -> Lock: ...
+    def acquire_permit(
+        self,
+        resource: str,
+        limit: int,
+        ttl: _Seconds,
+        *,
+        wait: Optional[_Seconds] = None,
+        fencing: Optional[bool] = None,
+        retry_count: Optional[int] = None,
+    ) -> Lock: ...
     def release_token(self, resources: _Resources, token: str) -> bool: ...
     def inspect(self, resource: str) -> List[Dict[str, Any]]: ...
 
@@ -109,6 +119,16 @@ class AsyncLockManager(ManagerBase):
     def acquire(
         self,
         resources: _Resources,
+        ttl: _Seconds,
+        *,
+        wait: Optional[_Seconds] = None,
+        fencing: Optional[bool] = None,
+        retry_count: Optional[int] = None,
+    ) -> Awaitable[AsyncLock]: ...
+    def acquire_permit(
+        self,
+        resource: str,
+        limit: int,
         ttl: _Seconds,
         *,
         wait: Optional[_Seconds] = None,

@@ -193,6 +193,52 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
                 raise
 
 
+class Semaphore:
+    """At most ``limit`` holders of ``resource`` at once, across the quorum (SPEC §11).
+
+    ``with manager.semaphore("partner-api", 3, ttl=10.0, wait=5.0) as permit:`` takes one
+    permit (a ``Lock``: extend, keep_alive, fence, report) and releases it on exit, raising
+    ``LockLostError`` there if it was lost meanwhile. A permit needs
+    floor(limit * N / (limit + 1)) + 1 admitting nodes. One ``with`` at a time per object (make
+    one per use, as with ``lock()``)."""
+
+    def __init__(
+        self, manager: "LockManager", resource: str, limit: int, ttl: Any, *, wait: Any = None,
+        fencing: bool = False,
+    ) -> None:
+        self._manager, self._resource, self._limit, self._ttl = manager, resource, limit, ttl
+        self._wait, self._fencing = wait, fencing
+        self._permit: Optional[_native.Lock] = None
+
+    def acquire(self) -> _native.Lock:
+        """Takes one permit; raises ``LockContendedError`` when every permit stays held."""
+        return self._manager.acquire_permit(
+            self._resource, self._limit, self._ttl, wait=self._wait, fencing=self._fencing
+        )
+
+    def __enter__(self) -> _native.Lock:
+        self._permit = self.acquire()
+        return self._permit
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        permit, self._permit = self._permit, None
+        if permit is None or permit.released:
+            return
+        try:
+            permit.finish()
+        except LockLostError:
+            if exc is None:
+                raise
+
+    def __repr__(self) -> str:
+        return f"<ironlock.Semaphore {self._resource!r} limit={self._limit}>"
+
+
 class LockManager(_native.LockManager):
     """Takes Redlock locks over N independent Redis masters (blocking API).
 
@@ -224,6 +270,12 @@ class LockManager(_native.LockManager):
         return DistributedLock(
             self, resources, ttl, wait=wait, fencing=fencing, auto_extend=True
         )
+
+    def semaphore(
+        self, resource: str, limit: int, ttl: Any, *, wait: Any = None, fencing: bool = False
+    ) -> Semaphore:
+        """A counting semaphore: ``with manager.semaphore("api", 3, ttl=10) as permit:``."""
+        return Semaphore(self, resource, limit, ttl, wait=wait, fencing=fencing)
 
     def __enter__(self) -> "LockManager":
         return self
