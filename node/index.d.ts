@@ -91,6 +91,11 @@ export declare class NativeManager {
    */
   acquire(id: number, resources: Array<string>, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): void
   /**
+   * As `acquire`, for one of `limit` permits of the counting semaphore `resource` (SPEC §11):
+   * settles `id` with a `NativeLock` (a permit), or CONTENDED when every permit is held.
+   */
+  acquirePermit(id: number, resource: string, limit: number, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): void
+  /**
    * Resolves once the manager has started: a quorum of nodes is connected, or every node's
    * first connection attempt has finished (a node that is down, silent or cannot be resolved
    * does not fail it: it votes "error" until a background reconnection succeeds). Rejects

@@ -239,6 +239,12 @@ export declare class LockManager extends EventEmitter {
    * InvalidArgumentError (naming the argument).
    */
   acquire(resources: string[], durationMs: number, options?: AcquireOptions): Promise<Lock>
+  /**
+   * The counting semaphore `resource` with `limit` permits (1 to 10000): at most `limit` holders
+   * at once across the quorum. A permit needs floor(limit × N / (limit + 1)) + 1 admitting
+   * nodes (more than a majority for a limit of 2 or more).
+   */
+  semaphore(resource: string, limit: number): Semaphore
   /** Releases `lock` (node-redlock's `redlock.release(lock)`). */
   release(lock: Lock): Promise<ReleaseResult>
   /** Extends `lock` to `durationMs` from now; resolves to the lock. */
@@ -315,6 +321,20 @@ export interface Stats {
   readonly acquire_latency: Latency
   /** Acquire rounds, first request to decision. */
   readonly round_latency: Latency
+}
+
+/** A counting semaphore (`manager.semaphore(resource, limit)`). */
+export interface Semaphore {
+  /** The resource name. */
+  readonly resource: string
+  /** How many permits may be held at once. */
+  readonly limit: number
+  /**
+   * Acquires one permit for `durationMs`: a Lock like any other (extend, release, finish,
+   * keepAlive, fence, report). Rejects with LockContendedError when every permit stays held,
+   * QuorumUnavailableError when too few nodes could admit it (the message says how many).
+   */
+  acquire(durationMs: number, options?: AcquireOptions): Promise<Lock>
 }
 
 /**

@@ -14,6 +14,7 @@ const { Lock, runUsing } = require('./lock.js')
 const { fromNative } = errors
 const kNative = Symbol('ironlock.native')
 const kState = Symbol('ironlock.state')
+const kManager = Symbol('ironlock.manager')
 /** Internal hooks shared with `Redlock` (lib/redlock.js). */
 const internal = {
   /** `{urls, nodes, settings, natives}` of a manager. */
@@ -39,7 +40,7 @@ function lockOf(manager, n) {
 }
 
 /** The acquire of `manager` through native manager `n` (the manager's own, or a Redlock variant). */
-function acquire(manager, n, resources, durationMs, options, signal) {
+function acquire(manager, n, resources, durationMs, options, signal, limit) {
   const state = manager[kState]
   const voters = { nodes: state.nodes, resources: resources.length }
   const observe = manager[internal.observe]
@@ -53,13 +54,18 @@ function acquire(manager, n, resources, durationMs, options, signal) {
     observe?.(lock.report, voters)
     return lock
   }
-  if (!signal) return start((id) => n.acquire(id, resources, durationMs, options), ok, fail)
+  // With `limit`: one permit of the counting semaphore `resources[0]`.
+  const call = (id, token) =>
+    limit === undefined
+      ? n.acquire(id, resources, durationMs, options, token)
+      : n.acquirePermit(id, resources[0], limit, durationMs, options, token)
+  if (!signal) return start((id) => call(id), ok, fail)
   if (signal.aborted) return Promise.reject(abortReason(signal))
   const token = new native.CancelToken()
   const onAbort = () => token.cancel()
   signal.addEventListener('abort', onAbort, { once: true })
   return start(
-    (id) => n.acquire(id, resources, durationMs, options, token),
+    (id) => call(id, token),
     (v) => {
       signal.removeEventListener('abort', onAbort)
       return ok(v)
@@ -71,6 +77,33 @@ function acquire(manager, n, resources, durationMs, options, signal) {
       return fail(envelope)
     },
   )
+}
+
+/** A counting semaphore of a manager (`manager.semaphore(resource, limit)`). */
+class Semaphore {
+  constructor(manager, resource, limit) {
+    /** The resource name. */
+    this.resource = resource
+    /** How many permits may be held at once. */
+    this.limit = limit
+    Object.defineProperty(this, kManager, { value: manager })
+  }
+
+  /**
+   * Acquires one permit for `durationMs` (options as `LockManager#acquire`: `wait`,
+   * `retryCount`, `fencing`, `signal`).
+   */
+  acquire(durationMs, options) {
+    try {
+      args.number('durationMs', durationMs)
+      const manager = this[kManager]
+      const { options: o, signal } =
+        options === undefined || options === null ? {} : args.acquireOptions(options)
+      return acquire(manager, manager[kNative], [this.resource], durationMs, o, signal, this.limit)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
 }
 
 /**
@@ -135,6 +168,22 @@ class LockManager extends EventEmitter {
     } catch (e) {
       return Promise.reject(e)
     }
+  }
+
+  /**
+   * The counting semaphore `resource` with `limit` permits (SPEC §11): at most `limit`
+   * holders at once. `semaphore.acquire(durationMs, options)` resolves to a Lock (a permit:
+   * extend, release, finish, keepAlive, fence, report) or rejects with LockContendedError when
+   * every permit stays held. A permit needs floor(limit × N / (limit + 1)) + 1 admitting nodes.
+   */
+  semaphore(resource, limit) {
+    if (typeof resource !== 'string') {
+      throw errors.invalid(`resource: expected a string, got ${args.describe(resource)}`)
+    }
+    if (!Number.isInteger(limit) || limit < 0 || limit > 0xffffffff) {
+      throw errors.invalid(`limit: expected an integer between 1 and 10000, got ${args.describe(limit)}`)
+    }
+    return new Semaphore(this, resource, limit)
   }
 
   /** Releases `lock` (node-redlock's `redlock.release(lock)`). */

@@ -96,6 +96,35 @@ impl NativeManager {
         options: Option<AcquireOptions>,
         cancel: Option<&CancelToken>,
     ) -> Result<()> {
+        self.start_acquire(id, resources, None, ttl_ms, options, cancel)
+    }
+
+    /// As `acquire`, for one of `limit` permits of the counting semaphore `resource` (SPEC §11):
+    /// settles `id` with a `NativeLock` (a permit), or CONTENDED when every permit is held.
+    #[napi(catch_unwind)]
+    pub fn acquire_permit(
+        &self,
+        id: u32,
+        resource: String,
+        limit: u32,
+        ttl_ms: f64,
+        options: Option<AcquireOptions>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<()> {
+        self.start_acquire(id, vec![resource], Some(limit), ttl_ms, options, cancel)
+    }
+}
+
+impl NativeManager {
+    fn start_acquire(
+        &self,
+        id: u32,
+        resources: Vec<String>,
+        limit: Option<u32>,
+        ttl_ms: f64,
+        options: Option<AcquireOptions>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<()> {
         boundary(|| {
             let ttl = millis("durationMs", ttl_ms)?;
             let options = options.unwrap_or_default().into_core()?;
@@ -106,7 +135,13 @@ impl NativeManager {
             let scope = Arc::clone(&self.scope);
             self.completer.run(id, async move {
                 let manager = manager.await.map_err(to_napi)?;
-                let acquire = manager.acquire_with(&resources, ttl, options);
+                let semaphore = limit.map(|k| manager.semaphore(resources[0].as_str(), k));
+                let acquire = async {
+                    match &semaphore {
+                        Some(sem) => sem.acquire_with(ttl, options).await,
+                        None => manager.acquire_with(&resources, ttl, options).await,
+                    }
+                };
                 let cancelled = async move {
                     match cancelled {
                         Some(rx) => until_set(rx).await,
@@ -130,7 +165,10 @@ impl NativeManager {
             Ok(())
         })
     }
+}
 
+#[napi]
+impl NativeManager {
     /// Resolves once the manager has started: a quorum of nodes is connected, or every node's
     /// first connection attempt has finished (a node that is down, silent or cannot be resolved
     /// does not fail it: it votes "error" until a background reconnection succeeds). Rejects
