@@ -137,9 +137,17 @@ async fn run(sc: Value, mut cluster: common::Cluster, user: Option<&'static str>
                     retry_count: o.get("retry_count").map(|v| v.as_u64().unwrap() as u32),
                     fencing: o.get("fencing").and_then(Value::as_bool).unwrap_or(false),
                 };
-                let r = manager
-                    .acquire_with(&resources, ms(&step["ttl_ms"]), options)
-                    .await;
+                let ttl = ms(&step["ttl_ms"]);
+                // `limit`: a permit of the semaphore resources[0] (SPEC §11).
+                let r = match step.get("limit").and_then(Value::as_u64) {
+                    Some(limit) => {
+                        manager
+                            .semaphore(resources[0].as_str(), limit as u32)
+                            .acquire_with(ttl, options)
+                            .await
+                    }
+                    None => manager.acquire_with(&resources, ttl, options).await,
+                };
                 let (got, report) = match &r {
                     Ok(l) => ("ok".to_owned(), Some(l.report())),
                     Err(e) => (e.kind().code().to_owned(), e.report().cloned()),

@@ -47,7 +47,7 @@ function settings(s) {
 }
 
 const FIELDS = {
-  acquire: ['as', 'resources', 'ttl_ms', 'options', 'expect', 'expect_votes', 'expect_rounds', 'expect_message'],
+  acquire: ['as', 'resources', 'ttl_ms', 'options', 'expect', 'expect_votes', 'expect_rounds', 'expect_message', 'limit'],
   extend: ['lock', 'ttl_ms', 'expect'],
   release: ['lock', 'expect_held'],
   finish: ['lock', 'expect'],
@@ -118,7 +118,11 @@ async function run(sc) {
           let report
           let outcome
           try {
-            const lock = await manager.acquire(step.resources, step.ttl_ms, options)
+            // `limit`: a permit of the semaphore resources[0] (SPEC §11).
+            const lock =
+              'limit' in step
+                ? await manager.semaphore(step.resources[0], step.limit).acquire(step.ttl_ms, options)
+                : await manager.acquire(step.resources, step.ttl_ms, options)
             locks[step.as] = lock
             got = 'ok'
             report = lock.report

@@ -116,7 +116,12 @@ def run(sc: Dict[str, Any], cluster: Cluster) -> None:
             if "retry_count" in opts:
                 kwargs["retry_count"] = opts["retry_count"]
             try:
-                lock = manager.acquire(step["resources"], step["ttl_ms"] / 1000.0, **kwargs)
+                if "limit" in step:  # a permit of the semaphore resources[0] (SPEC §11)
+                    lock = manager.acquire_permit(
+                        step["resources"][0], step["limit"], step["ttl_ms"] / 1000.0, **kwargs
+                    )
+                else:
+                    lock = manager.acquire(step["resources"], step["ttl_ms"] / 1000.0, **kwargs)
             except ironlock.IronlockError as e:
                 assert e.code == step["expect"], f"{ctx}: {e!r} {e.report}"
                 check_votes(step, e.report, ctx)

@@ -221,8 +221,22 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
         if (cx->failed) return;
     }
     ironlock_lock *lock = NULL;
-    /* res->count may be 0: pass a valid pointer with a zero count (the library must refuse). */
-    ironlock_status s = ironlock_acquire(m, names, res->count, ttl, o ? &opts : NULL, &lock);
+    ironlock_status s;
+    const json *limit = json_get(step, "limit");
+    if (limit) {
+        /* A permit of the semaphore resources[0] (SPEC §11), through the extensible options. */
+        uint64_t k = 0;
+        if (!want_u64(cx, limit, "limit", &k) || res->count != 1) { failf(cx, "limit: one resource and a count"); return; }
+        ironlock_acquire_opts *po = ironlock_acquire_opts_new();
+        if (opts.wait_ms) ironlock_acquire_opts_set_wait_ms(po, opts.wait_ms);
+        if (opts.has_retry_count) ironlock_acquire_opts_set_retry_count(po, opts.retry_count);
+        ironlock_acquire_opts_set_fencing(po, opts.fencing);
+        s = ironlock_acquire_permit(m, names[0], (uint32_t)k, ttl, po, &lock);
+        ironlock_acquire_opts_free(po);
+    } else {
+        /* res->count may be 0: pass a valid pointer with a zero count (the library must refuse). */
+        s = ironlock_acquire(m, names, res->count, ttl, o ? &opts : NULL, &lock);
+    }
     if (strcmp(status_code(s), expect) != 0) {
         failf(cx, "acquire returned %s, expected %s (%s)", status_code(s), expect, ironlock_last_error());
         ironlock_lock_free(lock);
@@ -392,8 +406,8 @@ static void run_step(context *cx, const json *step, harness *h, ironlock_manager
 /* Fields every step may carry, per op (a runner fails on a field it does not know). */
 static int known_field(const char *op, const char *field) {
     static const char *common[] = {"op", "why", NULL};
-    static const struct { const char *op; const char *fields[10]; } table[] = {
-        {"acquire", {"as", "resources", "ttl_ms", "options", "expect", "expect_votes", "expect_rounds", "expect_message", NULL}},
+    static const struct { const char *op; const char *fields[12]; } table[] = {
+        {"acquire", {"as", "resources", "ttl_ms", "options", "expect", "expect_votes", "expect_rounds", "expect_message", "limit", NULL}},
         {"finish", {"lock", "expect", NULL}},
         {"keep_alive", {"lock", NULL}},
         {"expect_lost", {"lock", "lost", NULL}},
