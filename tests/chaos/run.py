@@ -439,9 +439,12 @@ class Scenario:
     self_stop: Dict[int, int] = field(default_factory=dict)  # worker index -> acquisition no.
     keep: bool = False  # hold under auto-extension for hold_ms (longer than the ttl)
     reseat: bool = True
+    limit: int = 0  # > 0: Python workers take permits of a semaphore of this limit (SPEC §11)
 
 
 SAFE = "0 strict violations, 0 referee hits"
+SAFE_K = ("semaphore, limit 3: never more than 3 valid holders at once (0 strict violations), "
+          "0 referee hits")
 MUST_FAIL = "quarantine off: strict violations > 0 (the suite can fail)"
 
 HELD = "0 strict violations, 0 referee hits, 0 locks lost while held"
@@ -472,6 +475,8 @@ def scenarios() -> List[Scenario]:
         Scenario("kill-restart-mixed", nem_kill_restart, "safe",
                  SAFE + " (2 Python + 2 C + 2 Node workers)", langs=mixed, **RESTART),
         Scenario("rolling-restart", nem_rolling, "safe", SAFE, **RESTART),
+        Scenario("semaphore-kill-restart", nem_kill_restart, "safe", SAFE_K, nodes=5, limit=3,
+                 langs=("py",) * 8, **RESTART),
         Scenario("rolling-restart", nem_rolling, "must_fail", MUST_FAIL, quarantine=False,
                  **RESTART),
         Scenario("rolling-restart-held", kind="held", expect=HELD, **ROLLING_HELD),
@@ -504,10 +509,36 @@ def scenarios() -> List[Scenario]:
 
 # --------------------------------------------------------------------------- checker
 
-def check(records: List[Dict[str, Any]]) -> Dict[str, int]:
+def over_limit(recs: List[Dict[str, Any]], limit: int) -> int:
+    """Semaphores: acquisitions that entered while `limit` others were inside their validity
+    ([enter, min(leave, deadline)]), i.e. more than `limit` valid holders at once."""
+    bad = 0
+    for i, b in enumerate(recs):
+        inside = sum(1 for a in recs[:i] if a["enter"] <= b["enter"] < min(a["leave"], a["deadline"]))
+        if inside >= limit and b["enter"] < min(b["leave"], b["deadline"]):
+            bad += 1
+    return bad
+
+
+def check(records: List[Dict[str, Any]], limit: int = 0) -> Dict[str, int]:
     """strict: two holders' [enter, min(leave, deadline)] overlap; overrun: their [enter, leave]
-    overlap but only after a validity ran out. Counted per pair of acquisitions."""
+    overlap but only after a validity ran out. Counted per pair of acquisitions. For a
+    semaphore (`limit` > 0): strict counts holders beyond the limit, the referee may count up to
+    the limit, and fences are not ordered by entry (several holders at once)."""
     recs = sorted(records, key=lambda r: r["enter"])
+    if limit:
+        tokens = [r["token"] for r in recs]
+        return {
+            "acquisitions": len(recs),
+            "strict": over_limit(recs, limit),
+            "overrun": 0,
+            "referee": sum(1 for r in recs if "referee" in r and r["referee"] > limit),
+            "duplicates": len(tokens) - len(set(tokens)),
+            "regressions": sum(1 for r in recs if not isinstance(r.get("fence"), int)),
+            "rejections": 0,
+            "lost": sum(1 for r in recs if r.get("lost")),
+            "quarantined": sum(1 for r in recs if "not_eligible" in r.get("votes", ())),
+        }
     strict = overrun = 0
     for i, a in enumerate(recs):
         a_valid_end = min(a["leave"], a["deadline"])
@@ -631,6 +662,7 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                 "CHAOS_QUARANTINE": "1" if sc.quarantine else "0",
                 "CHAOS_KEEP": "1" if sc.keep else "0",
                 "CHAOS_RESEAT": "1" if sc.reseat else "0",
+                "CHAOS_LIMIT": str(sc.limit),
                 "CHAOS_NODE_TIMEOUT_MS": "50",
                 "CHAOS_REFEREE_PORT": str(referee.ports[0]),
                 "CHAOS_COUNTER_KEY": key + ":counter",
@@ -691,7 +723,7 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                     worker_errors[k] = worker_errors.get(k, 0) + v
             else:
                 records.append(rec)
-    c = check(records)
+    c = check(records, sc.limit)
     bad = verdict(sc, c)
     if nem_error:
         bad.append("nemesis error: %r" % (nem_error[0],))

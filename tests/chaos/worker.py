@@ -30,6 +30,7 @@ def main() -> int:
     margin = int(env["CHAOS_MARGIN_MS"]) / 1000.0
     self_stop = int(env.get("CHAOS_SELF_STOP", "0"))
     keep = env.get("CHAOS_KEEP") == "1"  # long holds under auto-extension
+    limit = int(env.get("CHAOS_LIMIT", "0"))  # > 0: permits of a semaphore (SPEC §11)
     resource = env["CHAOS_RESOURCE"]
     counter = env["CHAOS_COUNTER_KEY"]
     fence_key = env["CHAOS_FENCE_KEY"]
@@ -49,7 +50,11 @@ def main() -> int:
         while time.monotonic() < end:
             left = end - time.monotonic()
             try:
-                lock = manager.acquire(resource, ttl, wait=max(0.01, min(wait, left)), fencing=True)
+                how = dict(wait=max(0.01, min(wait, left)), fencing=True)
+                if limit:
+                    lock = manager.acquire_permit(resource, limit, ttl, **how)
+                else:
+                    lock = manager.acquire(resource, ttl, **how)
             except ironlock.IronlockError as e:
                 errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
                 time.sleep(0.01)
