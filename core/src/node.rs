@@ -36,6 +36,7 @@ impl redis::io::AsyncDNSResolver for Pinned {
 }
 
 /// The subscribing half of a node's notification connection.
+#[derive(Clone)]
 pub(crate) enum Subscriber {
     /// A RESP2 pub/sub connection.
     PubSub(redis::aio::PubSubSink),
@@ -56,15 +57,6 @@ impl Subscriber {
         match self {
             Subscriber::PubSub(s) => s.unsubscribe(channels).await,
             Subscriber::Push(c) => c.unsubscribe(channels).await,
-        }
-    }
-}
-
-impl Clone for Subscriber {
-    fn clone(&self) -> Self {
-        match self {
-            Subscriber::PubSub(s) => Subscriber::PubSub(s.clone()),
-            Subscriber::Push(c) => Subscriber::Push(c.clone()),
         }
     }
 }
