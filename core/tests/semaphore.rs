@@ -247,3 +247,49 @@ fn q_of_limit_matches_the_spec_formula() {
     }
     let _ = Duration::ZERO;
 }
+
+/// The negative control of SPEC §11, on real nodes with the real admission script: N = 5, limit
+/// 2. Holder A is admitted by nodes {0, 1, 2}, B by {2, 3, 4}, C by {0, 1, 3} — each node admits
+/// (it has fewer than 2 holders when asked), and each holder has a majority (3). A semaphore that
+/// granted with a majority would have THREE valid holders of a limit of 2. Q(2) = 4 refuses all
+/// three: no holder was admitted by 4 nodes.
+#[tokio::test]
+async fn negative_control_a_majority_admits_three_holders_of_a_limit_of_two() {
+    let c = cluster(5);
+    let key = format!("{}:ironlock:semaphore", unique("neg"));
+    let admit = |node: usize, token: &str| -> bool {
+        let sha = c
+            .command(
+                node,
+                &["SCRIPT", "LOAD", ironlock::scripts::SEM_ACQUIRE_SOURCE],
+            )
+            .unwrap();
+        let sha = sha.lines().nth(1).unwrap().to_owned();
+        let reply = c
+            .command(
+                node,
+                &["EVALSHA", &sha, "1", &key, token, "10000", "0", "2"],
+            )
+            .unwrap();
+        // `*2\r\n:1\r\n:0\r\n` when admitted, `:0` first when full.
+        reply.lines().nth(1) == Some(":1")
+    };
+    let plan = [("A", [0, 1, 2]), ("B", [2, 3, 4]), ("C", [0, 1, 3])];
+    let mut admitted_by = Vec::new();
+    for (token, nodes) in plan {
+        let n = nodes.iter().filter(|&&i| admit(i, token)).count();
+        admitted_by.push(n);
+    }
+    let majority = ironlock::quorum(5);
+    let q = ironlock::semaphore_quorum(5, 2);
+    assert_eq!(admitted_by, [3, 3, 3], "every node admitted its holders");
+    let holders_with_majority = admitted_by.iter().filter(|&&n| n >= majority).count();
+    let holders_with_q = admitted_by.iter().filter(|&&n| n >= q).count();
+    assert_eq!(
+        holders_with_majority, 3,
+        "with a majority quorum, 3 holders of a limit of 2"
+    );
+    assert_eq!(holders_with_q, 0, "Q(2) = {q} grants none of them");
+    // And node 2, asked by a fourth holder, is full.
+    assert!(!admit(2, "D"));
+}
