@@ -198,6 +198,9 @@ pub(crate) struct NodeSettings {
     pub(crate) epoch_key: String,
 }
 
+/// The longest pause between two reconnection attempts of a node that is down.
+const RECONNECT_BACKOFF_MAX: Duration = Duration::from_millis(200);
+
 impl Node {
     pub(crate) fn new(spec: NodeSpec, settings: &NodeSettings) -> Result<Arc<Node>, String> {
         let mut info = spec.info;
@@ -534,7 +537,10 @@ impl Node {
                     }
                     Err(e) => node.note_error(e),
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                // Capped well below the shortest useful ttl: a held lock re-seats on a restarted
+                // node only once it is connected again (SPEC §12), and a rolling restart gives
+                // each node one short window.
+                backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
             }
         });
     }
