@@ -149,6 +149,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub fencing: bool,
 
+    /// Wait in line: the command runs in the order its waiters queued (FIFO across the quorum);
+    /// a waiter that dies drops out of line within twice the retry delay
+    #[arg(long)]
+    pub fair: bool,
+
     /// Take one of K slots of a counting semaphore named RESOURCE instead of the lock (at most
     /// K commands run at once; like `consul lock -n`). It needs floor(K·N/(K+1))+1 nodes
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=10_000))]

@@ -199,13 +199,18 @@ async fn acquire(
         // answers at all (a wrong --node) is reported at once, not after a chunk of retries.
         let single = args.nonblock || (first && deadline.is_none());
         first = false;
-        let options = if single {
+        let mut options = if single {
             AcquireOptions::try_once()
         } else {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            AcquireOptions::wait(left.map_or(CHUNK, |l| l.min(CHUNK)))
+            // A fair waiter keeps its place in line for the whole wait: one attempt, not chunks.
+            let chunk = if args.fair { Duration::MAX } else { CHUNK };
+            AcquireOptions::wait(left.map_or(chunk, |l| l.min(chunk)))
         }
         .fencing(args.fencing);
+        if args.fair {
+            options = options.fair(true);
+        }
         // Boxed so that it can be dropped (cancelled) before the pause below.
         let mut attempt = match &semaphore {
             Some(sem) => Box::pin(sem.acquire_with(ttl, options))

@@ -27,6 +27,8 @@ pub struct AcquireOptions {
     pub retry_count: Option<u32>,
     /// Compute and return a fencing token (SPEC §3.3).
     pub fencing: bool,
+    /// Wait in line (FIFO, SPEC §10); `None` takes the manager's `fair` setting.
+    pub fair: Option<bool>,
 }
 
 impl AcquireOptions {
@@ -50,6 +52,13 @@ impl AcquireOptions {
     #[must_use]
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
+        self
+    }
+
+    /// Wait in line (FIFO) or not, whatever the manager's `fair` setting says.
+    #[must_use]
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = Some(on);
         self
     }
 }
@@ -105,6 +114,10 @@ async fn acquire_kind<S: AsRef<str>>(
             Kind::Permit { .. } => scripts::semaphore_key(&cluster.key(r)),
         })
         .collect();
+    let fair = options
+        .fair
+        .unwrap_or(cluster.config.fair)
+        .then(|| Fair::new(&keys, cluster.config.effective_queue_timeout()));
     let request = Arc::new(AcquireRequest::new(
         &keys,
         kind,
@@ -112,6 +125,7 @@ async fn acquire_kind<S: AsRef<str>>(
         token::new_token()?,
         ttl,
         options.fencing,
+        fair,
     ));
     let started = Instant::now();
     // A wait too long to represent is no deadline at all.
@@ -137,6 +151,17 @@ async fn acquire_kind<S: AsRef<str>>(
         let err = match acquire_round(cluster, &request, &resources, round_no).await {
             Ok(lock) => {
                 guard.armed = false;
+                if request.fair.is_some() {
+                    // The nodes that granted dropped our queue entries; the others still hold
+                    // them, and an entry ahead of the next waiter would stall the queue.
+                    let rest = not_granted(cluster, &lock);
+                    if !rest.is_empty() {
+                        let req = request.clone();
+                        cluster
+                            .rt
+                            .spawn(async move { req.leave_queue(&rest, Leave::Dequeue).await });
+                    }
+                }
                 cluster.stats.note(Event::Granted);
                 cluster.stats.acquire_took(started.elapsed());
                 return Ok(lock);
@@ -145,11 +170,17 @@ async fn acquire_kind<S: AsRef<str>>(
         };
         let now = Instant::now();
         let last_round = now - round_started;
+        if let (Some(w), Some(fair)) = (&watch, &request.fair) {
+            w.waiter.rank(fair.ticket());
+        }
         if round_no > retries || deadline.is_some_and(|d| now >= d) {
-            guard.armed = false;
-            return Err(count_failure(cluster, started, err));
+            return Err(give_up(cluster, &mut guard, started, err).await);
         }
         let mut pause = retry_pause(&cluster.config);
+        if let Some(fair) = &request.fair {
+            // Each round is also the waiter's heartbeat: at least two per queue timeout.
+            pause = pause.min(fair.timeout / 2);
+        }
         let mut last_chance = false;
         if let Some(d) = deadline {
             let left = d - now;
@@ -160,27 +191,63 @@ async fn acquire_kind<S: AsRef<str>>(
         }
         // Subscribe once we know we have to wait; a release then ends the pause early.
         let w = watch.get_or_insert_with(|| {
-            cluster
+            let w = cluster
                 .notifier
-                .watch(keys.iter().map(|k| scripts::release_channel(k)).collect())
+                .watch(keys.iter().map(|k| scripts::release_channel(k)).collect());
+            if let Some(fair) = &request.fair {
+                w.waiter.rank(fair.ticket());
+            }
+            w
         });
         tokio::select! {
             _ = tokio::time::sleep(pause) => {
                 if last_chance {
-                    guard.armed = false;
-                    return Err(count_failure(cluster, started, err));
+                    return Err(give_up(cluster, &mut guard, started, err).await);
                 }
             }
             _ = w.waiter.notify.notified() => {
                 w.record_wakeup();
                 // Waiters in other processes hear the same release: a short random spread
                 // (up to two of our rounds, at most WAKE_SPREAD) lets one of them win all
-                // nodes instead of all of them splitting the votes.
-                let spread = WAKE_SPREAD.min(2 * last_round);
-                tokio::time::sleep(spread.mul_f64(token::random_unit())).await;
+                // nodes instead of all of them splitting the votes. A fair waiter needs none:
+                // the queue says who may try.
+                if request.fair.is_none() {
+                    let spread = WAKE_SPREAD.min(2 * last_round);
+                    tokio::time::sleep(spread.mul_f64(token::random_unit())).await;
+                }
             }
         }
     }
+}
+
+/// Ends a failed acquire: a fair waiter leaves the queue on every node first (SPEC §10: a waiter
+/// that gives up leaves no entry behind); then the failure is counted and returned.
+async fn give_up(
+    cluster: &Arc<Cluster>,
+    guard: &mut CancelGuard,
+    started: Instant,
+    err: Error,
+) -> Error {
+    if guard.request.fair.is_some() {
+        guard
+            .request
+            .leave_queue(&cluster.nodes, Leave::Leave)
+            .await;
+    }
+    guard.armed = false;
+    count_failure(cluster, started, err)
+}
+
+/// The nodes that did not vote for `lock`'s grant.
+fn not_granted(cluster: &Cluster, lock: &Lock) -> Vec<Arc<Node>> {
+    let report = lock.report();
+    cluster
+        .nodes
+        .iter()
+        .zip(&report.nodes)
+        .filter(|(_, r)| r.vote != Vote::For)
+        .map(|(n, _)| n.clone())
+        .collect()
 }
 
 /// Counts a failed acquire call by its kind and returns its error.
@@ -210,9 +277,28 @@ async fn acquire_round(
     let seated = seated_at_acquire(cluster);
     let t1 = Instant::now();
     let q = req.quorum;
+    let fair_cmd = req.fair.as_ref().map(|f| Arc::new(f.acquire_cmd(req)));
     let round = quorum::run(&cluster.nodes, Tally::Eligible, q, t1, |node| {
         let req = req.clone();
+        let fair_cmd = fair_cmd.clone();
         async move {
+            if let (Some(cmd), Some(fair)) = (fair_cmd, req.fair.as_ref()) {
+                return match node.query::<(i64, i64, i64)>(&cmd).await {
+                    Ok((granted, why, ticket)) => {
+                        fair.saw_ticket(ticket);
+                        if granted == 1 {
+                            Reply::Yes(why.max(0) as u64)
+                        } else {
+                            if why == 1 {
+                                fair.behind
+                                    .store(true, std::sync::atomic::Ordering::Release);
+                            }
+                            Reply::No
+                        }
+                    }
+                    Err(f) => Reply::Failed(f),
+                };
+            }
             if let Some(set) = req.set_nx_get.as_ref().filter(|_| node.has_set_nx_get()) {
                 // One key, no fencing: a plain SET NX costs the server a fraction of a script.
                 return match node.query::<Option<String>>(set).await {
@@ -295,7 +381,12 @@ async fn acquire_round(
         .map(|(n, _)| n.clone())
         .collect();
     if !rollback.is_empty() {
-        release_on(&rollback, req.kind, q, &req.keys, &req.token, false).await;
+        if req.fair.is_some() {
+            // Undo the keys but keep our place in line.
+            req.leave_queue(&rollback, Leave::Requeue).await;
+        } else {
+            release_on(&rollback, req.kind, q, &req.keys, &req.token, false).await;
+        }
     }
     let kind = quorum::classify_with(q, round.granted, round.refused, false)
         .err()
@@ -310,7 +401,11 @@ async fn acquire_round(
                 "a quorum answered but no validity was left (or the fence write-back failed)"
                     .to_owned()
             } else if kind == ErrorKind::Contended {
-                "the lock is held elsewhere".to_owned()
+                if req.fair.as_ref().is_some_and(Fair::was_behind) {
+                    "the lock is held elsewhere or earlier fair waiters are in line".to_owned()
+                } else {
+                    "the lock is held elsewhere".to_owned()
+                }
             } else {
                 "no quorum of eligible nodes answered".to_owned()
             },
@@ -325,7 +420,11 @@ async fn acquire_round(
                 "a quorum admitted it but no validity was left (or the fence write-back failed)"
                     .to_owned()
             } else if kind == ErrorKind::Contended {
-                format!("all {limit} permits are held elsewhere")
+                if req.fair.as_ref().is_some_and(Fair::was_behind) {
+                    format!("all {limit} permits are held or promised to earlier fair waiters")
+                } else {
+                    format!("all {limit} permits are held elsewhere")
+                }
             } else {
                 // SPEC §11: the quorum grows with the limit; say how many nodes it takes.
                 format!(
@@ -378,6 +477,8 @@ struct AcquireRequest {
     /// One key and no fencing: `SET key token NX PX ttl GET`, sent instead of the script to
     /// nodes that take it (Redis 7+).
     set_nx_get: Option<redis::Cmd>,
+    /// A fair acquire's place in line (SPEC §10).
+    fair: Option<Fair>,
 }
 
 impl AcquireRequest {
@@ -388,6 +489,7 @@ impl AcquireRequest {
         token: String,
         ttl: Duration,
         fencing: bool,
+        fair: Option<Fair>,
     ) -> Self {
         let mut script_keys = keys.to_vec();
         if fencing {
@@ -405,7 +507,7 @@ impl AcquireRequest {
                 &[&token, &ttl_ms, flag, &limit.to_string()],
             ),
         };
-        let plain_lock = kind == Kind::Lock && keys.len() == 1 && !fencing;
+        let plain_lock = kind == Kind::Lock && keys.len() == 1 && !fencing && fair.is_none();
         let set_nx_get = plain_lock.then(|| {
             let mut cmd = redis::cmd("SET");
             cmd.arg(&keys[0])
@@ -426,7 +528,140 @@ impl AcquireRequest {
             fencing,
             script,
             set_nx_get,
+            fair,
         }
+    }
+
+    /// Sends a [`Leave`] of this request's queue entries to `nodes` and waits for the round.
+    async fn leave_queue(&self, nodes: &[Arc<Node>], mode: Leave) {
+        let Some(fair) = &self.fair else { return };
+        let cmd = Arc::new(fair.leave_cmd(self, mode));
+        quorum::run(
+            nodes,
+            Tally::ReleaseAll,
+            self.quorum,
+            Instant::now(),
+            |node| {
+                let cmd = cmd.clone();
+                async move {
+                    match node.query::<i64>(&cmd).await {
+                        Ok(_) => Reply::Yes(0),
+                        Err(f) => Reply::Failed(f),
+                    }
+                }
+            },
+        )
+        .await;
+    }
+}
+
+/// What [`scripts::FAIR_LEAVE_SOURCE`] does with a waiter's queue entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leave {
+    /// The rollback of a failed round: the keys go, the place in line stays.
+    Requeue,
+    /// A waiter that gives up or is cancelled: the keys and the queue entries go.
+    Leave,
+    /// After a grant, where the grant left entries behind.
+    Dequeue,
+}
+
+/// A fair acquire's place in line: the queue, heartbeat and ticket keys of each lock key, and
+/// the ticket (0 until a node has handed one out; then the largest seen, so that every node
+/// ranks the waiter alike from its second round on).
+struct Fair {
+    /// The lock keys, their queue keys, heartbeat keys and ticket counter keys.
+    keys: Vec<String>,
+    timeout: Duration,
+    ticket: std::sync::atomic::AtomicU64,
+    /// A node refused because an earlier ticket was in line (not only because of a holder).
+    behind: AtomicBool,
+}
+
+impl Fair {
+    fn new(keys: &[String], timeout: Duration) -> Fair {
+        let mut all = keys.to_vec();
+        all.extend(keys.iter().map(|k| scripts::queue_key(k)));
+        all.extend(keys.iter().map(|k| scripts::beats_key(k)));
+        all.extend(keys.iter().map(|k| scripts::ticket_key(k)));
+        Fair {
+            keys: all,
+            timeout,
+            ticket: std::sync::atomic::AtomicU64::new(0),
+            behind: AtomicBool::new(false),
+        }
+    }
+
+    fn was_behind(&self) -> bool {
+        self.behind.swap(false, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    fn ticket(&self) -> u64 {
+        self.ticket.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn saw_ticket(&self, ticket: i64) {
+        if ticket > 0 {
+            self.ticket
+                .fetch_max(ticket as u64, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+
+    fn timeout_ms(&self) -> String {
+        self.timeout.as_millis().max(1).to_string()
+    }
+
+    /// This round's fair acquire: the ticket known so far (0 in the first round).
+    fn acquire_cmd(&self, req: &AcquireRequest) -> redis::Cmd {
+        let n = req.keys.len().to_string();
+        let mut keys = self.keys.clone();
+        if req.fencing {
+            keys.extend(req.keys.iter().map(|k| scripts::fence_key(k)));
+        }
+        let ttl_ms = req.ttl.as_millis().to_string();
+        let flag = if req.fencing { "1" } else { "0" };
+        let ticket = self.ticket().to_string();
+        let clock = unix_micros().to_string();
+        let timeout = self.timeout_ms();
+        let mut args = vec![
+            req.token.as_str(),
+            ttl_ms.as_str(),
+            timeout.as_str(),
+            n.as_str(),
+            flag,
+            ticket.as_str(),
+            clock.as_str(),
+        ];
+        let limit;
+        let script = match req.kind {
+            Kind::Lock => &scripts::FAIR_ACQUIRE,
+            Kind::Permit { limit: l } => {
+                limit = l.to_string();
+                args.push(limit.as_str());
+                &scripts::SEM_FAIR_ACQUIRE
+            }
+        };
+        scripts::evalsha(script, &keys, &args)
+    }
+
+    fn leave_cmd(&self, req: &AcquireRequest, mode: Leave) -> redis::Cmd {
+        let n = req.keys.len().to_string();
+        let ticket = self.ticket().to_string();
+        let mode = match mode {
+            Leave::Requeue => "requeue",
+            Leave::Leave => "leave",
+            Leave::Dequeue => "dequeue",
+        };
+        let kind = match req.kind {
+            Kind::Lock => "lock",
+            Kind::Permit { .. } => "permit",
+        };
+        let timeout = self.timeout_ms();
+        scripts::evalsha(
+            &scripts::FAIR_LEAVE,
+            &self.keys,
+            &[&req.token, mode, &timeout, &n, &ticket, kind],
+        )
     }
 }
 
@@ -446,6 +681,10 @@ impl Drop for CancelGuard {
         // handed to the runtime; commands on each connection stay ordered after the acquire.
         let (cluster, req) = (self.cluster.clone(), self.request.clone());
         self.cluster.rt.spawn(async move {
+            if req.fair.is_some() {
+                req.leave_queue(&cluster.nodes, Leave::Leave).await;
+                return;
+            }
             release_on(
                 &cluster.nodes,
                 req.kind,

@@ -34,6 +34,8 @@ pub struct Config {
     pub(crate) min_validity: Duration,
     pub(crate) max_extensions: Option<u32>,
     pub(crate) extension_threshold: Option<Duration>,
+    pub(crate) fair: bool,
+    pub(crate) queue_timeout: Option<Duration>,
     pub(crate) tls_ca_cert: Option<Vec<u8>>,
     pub(crate) tls_client_cert: Option<Vec<u8>>,
     pub(crate) tls_client_key: Option<Vec<u8>>,
@@ -113,6 +115,8 @@ impl Config {
             min_validity: Duration::ZERO,
             max_extensions: None,
             extension_threshold: None,
+            fair: false,
+            queue_timeout: None,
             tls_ca_cert: None,
             tls_client_cert: None,
             tls_client_key: None,
@@ -173,6 +177,11 @@ setters! {
     max_extensions: Option<u32>;
     /// Auto-extension extends when remaining validity falls below this. Default ttl / 3.
     extension_threshold: Option<Duration>;
+    /// Acquire fairly (FIFO, SPEC §10) unless an acquire says otherwise. Default off.
+    fair: bool;
+    /// How long a fair waiter's queue entry outlives its last heartbeat (a waiter that crashed
+    /// or went silent drops out of line after this). Default `None`: 2 × `retry_delay`.
+    queue_timeout: Option<Duration>;
 }
 
 impl Config {
@@ -277,6 +286,8 @@ impl fmt::Debug for Config {
             .field("min_validity", &self.min_validity)
             .field("max_extensions", &self.max_extensions)
             .field("extension_threshold", &self.extension_threshold)
+            .field("fair", &self.fair)
+            .field("queue_timeout", &self.queue_timeout)
             .field("tls_ca_cert", &self.tls_ca_cert.as_ref().map(|_| "<PEM>"))
             .field(
                 "tls_client_cert",
@@ -360,6 +371,14 @@ impl Config {
                 return Err(Error::invalid("extension_threshold: must be below max_ttl"));
             }
         }
+        if let Some(t) = self.queue_timeout {
+            nonzero("queue_timeout", t)?;
+            if t > DAY {
+                return Err(Error::invalid(
+                    "queue_timeout: must be at most a day (86400 s)",
+                ));
+            }
+        }
         if self.tls_client_cert.is_some() != self.tls_client_key.is_some() {
             return Err(Error::invalid(if self.tls_client_cert.is_some() {
                 "tls_client_key: a client certificate needs its private key"
@@ -416,6 +435,12 @@ impl Config {
             specs.push(spec);
         }
         Ok(specs)
+    }
+
+    /// The queue timeout in effect: the setting, or 2 × `retry_delay` (at least 10 ms).
+    pub(crate) fn effective_queue_timeout(&self) -> Duration {
+        self.queue_timeout
+            .unwrap_or_else(|| (self.retry_delay * 2).max(Duration::from_millis(10)))
     }
 
     /// drift = ttl × drift_factor + drift_constant.

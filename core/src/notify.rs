@@ -17,12 +17,16 @@ use crate::node::{Node, Subscriber};
 /// resource, first come first served: the others would only split the votes and pay a full
 /// round and a rollback each (a herd that costs every node CPU). The waiter that waited longest
 /// is woken by every release until it wins or gives up; the others keep their timed retry as
-/// the fallback.
+/// the fallback. Fair waiters (SPEC §10) are woken by their ticket instead: the one with the
+/// smallest is the head of the queue, the only one the nodes let in (and a non-fair waiter of
+/// the same resource, if any, is woken too: it ignores the queue).
 pub(crate) struct Waiter {
     id: u64,
     /// Woken and not yet back for another round: a waiter that goes away in that state hands the
     /// wake-up on, so that a cancelled acquire cannot swallow it.
     woken: AtomicBool,
+    /// A fair waiter's ticket (0: not fair, or no ticket yet).
+    ticket: AtomicU64,
     pub(crate) notify: Notify,
 }
 
@@ -30,6 +34,11 @@ impl Waiter {
     fn wake(&self) {
         self.woken.store(true, Ordering::Release);
         self.notify.notify_one();
+    }
+
+    /// Records a fair waiter's ticket: wake-ups go to the smallest.
+    pub(crate) fn rank(&self, ticket: u64) {
+        self.ticket.store(ticket, Ordering::Release);
     }
 
     /// Called when the waiter starts its next round.
@@ -51,7 +60,16 @@ struct Channel {
 impl Channel {
     /// Wakes the waiter that waited longest (it leaves the line when its acquire ends).
     fn wake_next(&mut self) {
-        if let Some(w) = self.waiters.first() {
+        let ticket = |w: &Arc<Waiter>| w.ticket.load(Ordering::Acquire);
+        if let Some(w) = self
+            .waiters
+            .iter()
+            .filter(|w| ticket(w) > 0)
+            .min_by_key(|w| ticket(w))
+        {
+            w.wake();
+        }
+        if let Some(w) = self.waiters.iter().find(|w| ticket(w) == 0) {
             w.wake();
         }
     }
@@ -130,6 +148,7 @@ impl Notifier {
             let waiter = Arc::new(Waiter {
                 id: ch.next_id,
                 woken: AtomicBool::new(false),
+                ticket: AtomicU64::new(0),
                 notify: Notify::new(),
             });
             for c in &channels {

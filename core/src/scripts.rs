@@ -28,7 +28,7 @@ macro_rules! concat_lua {
 /// Every script, loaded with `SCRIPT LOAD` on each (re)connection so that each request is a
 /// single `EVALSHA`: one command per request keeps requests on a connection strictly ordered
 /// (a rollback can never overtake the acquire it undoes).
-pub(crate) const ALL_SOURCES: [&str; 8] = [
+pub(crate) const ALL_SOURCES: [&str; 11] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     EXTEND_SOURCE,
@@ -37,6 +37,9 @@ pub(crate) const ALL_SOURCES: [&str; 8] = [
     SEM_RELEASE_SOURCE,
     SEM_EXTEND_SOURCE,
     SEM_FENCE_SOURCE,
+    FAIR_ACQUIRE_SOURCE,
+    FAIR_LEAVE_SOURCE,
+    SEM_FAIR_ACQUIRE_SOURCE,
 ];
 
 /// One `EVALSHA` of `script`, built once and sent to every node of a round.
@@ -236,3 +239,173 @@ if f > c then redis.call('SET', KEYS[2], ARGV[2]) end
 return 1
 "#;
 pub(crate) static SEM_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_FENCE_SOURCE));
+
+/// The queue of fair waiters for one lock key (SPEC §10): a sorted set of tokens scored by their
+/// ticket; the lowest live ticket is the head.
+pub fn queue_key(key: &str) -> String {
+    format!("{key}:ironlock:queue")
+}
+
+/// The heartbeats of a queue: each waiting token scored by the node time (ms) after which its
+/// entry counts as dead (its waiter went silent: crashed, paused or gone).
+pub fn beats_key(key: &str) -> String {
+    format!("{key}:ironlock:beats")
+}
+
+/// The ticket counter of a lock key: the largest ticket handed out while its queue lived.
+pub fn ticket_key(key: &str) -> String {
+    format!("{key}:ironlock:ticket")
+}
+
+/// A fair-queue script: the shared head (`n` resources, the node's time in ms as `now`, the queue
+/// timeout `qt`, `join(i, ticket)` to (re)register the token in queue `i` with a fresh
+/// heartbeat, after dropping the entries whose heartbeat stopped) and then `$body`.
+/// KEYS: the n lock keys, their n queue keys, n heartbeat keys, n ticket counter keys (then,
+/// for an acquire with fencing, n fence counter keys).
+macro_rules! fair_lua {
+    ($body:expr) => {
+        concat!(
+            "\nlocal n = tonumber(ARGV[4])\n",
+            "local t = redis.call('TIME')\n",
+            "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n",
+            "local qt = tonumber(ARGV[3])\n",
+            "local function sweep(i)\n",
+            "  local q, b = KEYS[n + i], KEYS[2 * n + i]\n",
+            "  local dead = redis.call('ZRANGEBYSCORE', b, '-inf', now)\n",
+            "  for j = 1, #dead do redis.call('ZREM', q, dead[j]); redis.call('ZREM', b, dead[j]) end\n",
+            "end\n",
+            "local function join(i, ticket)\n",
+            "  local q, b, c = KEYS[n + i], KEYS[2 * n + i], KEYS[3 * n + i]\n",
+            "  redis.call('ZADD', q, ticket, ARGV[1])\n",
+            "  redis.call('ZADD', b, now + qt, ARGV[1])\n",
+            "  local c0 = tonumber(redis.call('GET', c) or '0') or 0\n",
+            "  if ticket > c0 then redis.call('SET', c, string.format('%d', ticket)) end\n",
+            "  redis.call('PEXPIRE', q, qt); redis.call('PEXPIRE', b, qt); redis.call('PEXPIRE', c, qt)\n",
+            "end\n",
+            $body
+        )
+    };
+}
+
+/// A fair acquire (SPEC §10) on one node: registers (or refreshes) the token in each key's queue
+/// with its ticket, then sets every lock key with `PX ttl` only when every key is free (or ours)
+/// AND the token heads every queue; a grant leaves the queues.
+/// ARGV: token, ttl_ms, queue timeout (ms), n, fencing (0/1), ticket (0: take the next one
+/// here: above this node's counter and at least ARGV[7]), the client's clock in µs.
+/// Returns `{1, max_fence_counter, ticket}` when set, `{0, 0, ticket}` when another token holds
+/// a key, `{0, 1, ticket}` when an earlier ticket is waiting.
+pub const FAIR_ACQUIRE_SOURCE: &str = fair_lua!(
+    r#"
+local ticket = tonumber(ARGV[6])
+if ticket == 0 then
+  ticket = tonumber(ARGV[7])
+  for i = 1, n do
+    local c = tonumber(redis.call('GET', KEYS[3 * n + i]) or '0') or 0
+    if c >= ticket then ticket = c + 1 end
+  end
+end
+for i = 1, n do
+  sweep(i)
+  join(i, ticket)
+end
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  if v and v ~= ARGV[1] then return {0, 0, ticket} end
+end
+for i = 1, n do
+  if redis.call('ZRANGE', KEYS[n + i], 0, 0)[1] ~= ARGV[1] then return {0, 1, ticket} end
+end
+local fence = 0
+for i = 1, n do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+  redis.call('ZREM', KEYS[n + i], ARGV[1])
+  redis.call('ZREM', KEYS[2 * n + i], ARGV[1])
+  if ARGV[5] == "1" then
+    local c = tonumber(redis.call('GET', KEYS[4 * n + i]) or '0') or 0
+    if c > fence then fence = c end
+  end
+end
+return {1, fence, ticket}
+"#
+);
+pub(crate) static FAIR_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(FAIR_ACQUIRE_SOURCE));
+
+/// What a fair waiter does to its queue entries between and after rounds.
+/// ARGV: token, mode, queue timeout (ms), n, ticket, kind (`lock`, or `permit`: KEYS\[1\] is a
+/// semaphore). Modes:
+/// - `requeue` (the rollback of a failed round): takes the token off the lock keys (or out of
+///   the semaphore), without announcing it, and keeps it in line with its ticket and a fresh
+///   heartbeat;
+/// - `leave` (a waiter that gives up or is cancelled): takes the token off the lock keys (or out
+///   of the semaphore) and out of the queues; when it headed a queue, announces on that key's
+///   release channel so that the next waiter tries at once;
+/// - `dequeue` (after a grant, on the nodes that did not grant): removes the queue entries only.
+/// Returns how many queue entries it removed or wrote.
+pub const FAIR_LEAVE_SOURCE: &str = fair_lua!(
+    r#"
+local mode = ARGV[2]
+local ticket = tonumber(ARGV[5])
+local changed = 0
+for i = 1, n do
+  local q, b = KEYS[n + i], KEYS[2 * n + i]
+  if mode ~= "dequeue" then
+    if ARGV[6] == "permit" then
+      redis.call('ZREM', KEYS[i], ARGV[1])
+    elseif redis.call('GET', KEYS[i]) == ARGV[1] then
+      redis.call('DEL', KEYS[i])
+    end
+  end
+  sweep(i)
+  if mode == "requeue" and ticket > 0 then
+    join(i, ticket)
+    changed = changed + 1
+  else
+    local head = redis.call('ZRANGE', q, 0, 0)[1] == ARGV[1]
+    changed = changed + redis.call('ZREM', q, ARGV[1])
+    redis.call('ZREM', b, ARGV[1])
+    if mode == "leave" and head then
+      redis.call('PUBLISH', KEYS[i] .. ':ironlock:release', ARGV[1])
+    end
+  end
+end
+return changed
+"#
+);
+pub(crate) static FAIR_LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(FAIR_LEAVE_SOURCE));
+
+/// A fair acquire of a semaphore permit (SPEC §10, §11) on one node: registers (or refreshes) the
+/// token in the queue with its ticket, then admits it when, after dropping expired holders, the
+/// holders and the live waiters ahead of it together number fewer than `limit`; an admission
+/// leaves the queue. KEYS: the semaphore key, its queue, heartbeat and ticket keys (then, with
+/// fencing, its fence counter key). ARGV: token, ttl_ms, queue timeout (ms), 1, fencing (0/1),
+/// ticket (0: take one here), the client's clock in µs, limit. Returns as
+/// [`FAIR_ACQUIRE_SOURCE`] does.
+pub const SEM_FAIR_ACQUIRE_SOURCE: &str = fair_lua!(
+    r#"
+local ticket = tonumber(ARGV[6])
+if ticket == 0 then
+  ticket = tonumber(ARGV[7])
+  local c = tonumber(redis.call('GET', KEYS[4]) or '0') or 0
+  if c >= ticket then ticket = c + 1 end
+end
+sweep(1)
+join(1, ticket)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local ttl = tonumber(ARGV[2])
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  local held = redis.call('ZCARD', KEYS[1])
+  if held >= tonumber(ARGV[8]) then return {0, 0, ticket} end
+  if held + redis.call('ZRANK', KEYS[2], ARGV[1]) >= tonumber(ARGV[8]) then return {0, 1, ticket} end
+end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+local fence = 0
+if ARGV[5] == "1" then fence = tonumber(redis.call('GET', KEYS[5]) or '0') or 0 end
+return {1, fence, ticket}
+"#
+);
+pub(crate) static SEM_FAIR_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(SEM_FAIR_ACQUIRE_SOURCE));

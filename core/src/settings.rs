@@ -213,6 +213,13 @@ pub static SETTINGS: &[Setting] = &[
         "ttl / 3",
         "positive, below max_ttl, or unset",
     ),
+    row("fair", SettingKind::Flag, "off", "on or off"),
+    row(
+        "queue_timeout",
+        SettingKind::OptionalDuration,
+        "2 × retry_delay",
+        "positive, at most a day, or unset",
+    ),
 ];
 
 const fn row(
@@ -289,14 +296,21 @@ impl Config {
                 "min_validity" => self.min_validity(*d),
                 _ => unreachable!("every Duration row is matched"),
             },
-            (SettingKind::OptionalDuration, SettingValue::Duration(d)) => {
-                self.extension_threshold(Some(*d))
-            }
-            (SettingKind::OptionalDuration, SettingValue::Unset) => self.extension_threshold(None),
+            (SettingKind::OptionalDuration, SettingValue::Duration(d)) => match name {
+                "extension_threshold" => self.extension_threshold(Some(*d)),
+                "queue_timeout" => self.queue_timeout(Some(*d)),
+                _ => unreachable!("every OptionalDuration row is matched"),
+            },
+            (SettingKind::OptionalDuration, SettingValue::Unset) => match name {
+                "extension_threshold" => self.extension_threshold(None),
+                "queue_timeout" => self.queue_timeout(None),
+                _ => unreachable!("every OptionalDuration row is matched"),
+            },
             (SettingKind::Fraction, SettingValue::Fraction(f)) => self.drift_factor(*f),
             (SettingKind::Flag, SettingValue::Flag(b)) => match name {
                 "restart_quarantine" => self.restart_quarantine(*b),
                 "reseat" => self.reseat(*b),
+                "fair" => self.fair(*b),
                 _ => unreachable!("every Flag row is matched"),
             },
             (SettingKind::Text, SettingValue::Text(t)) => self.key_prefix(t.clone()),
@@ -319,7 +333,7 @@ mod tests {
                     SettingValue::Duration(Duration::from_millis(5))
                 }
                 SettingKind::Fraction => SettingValue::Fraction(0.1),
-                SettingKind::Flag => SettingValue::Flag(false),
+                SettingKind::Flag => SettingValue::Flag(row.default == "off"),
                 SettingKind::Text => SettingValue::Text("p:".into()),
             };
             let set = base.clone().set(row.name, good.clone()).unwrap();
