@@ -324,6 +324,26 @@ ironlock_status ironlock_config_set_extension_threshold_ms(struct ironlock_confi
                                                            uint64_t extension_threshold_ms);
 
 /**
+ * Acquire fairly (FIFO across the quorum, SPEC §10) unless an acquire's options say otherwise
+ * (`ironlock_acquire_opts_set_fair`). Default false. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config.
+ */
+ironlock_status ironlock_config_set_fair(struct ironlock_config *config, bool fair);
+
+/**
+ * How long a fair waiter's queue entry outlives its last heartbeat, in milliseconds (positive,
+ * at most a day): a waiter that crashed or went silent drops out of line after this. 0 = the
+ * default, 2 × retry_delay. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `config` is NULL or a live config.
+ */
+ironlock_status ironlock_config_set_queue_timeout_ms(struct ironlock_config *config,
+                                                     uint64_t queue_timeout_ms);
+
+/**
  * Trusts only this CA (PEM text, copied) for `rediss://` nodes instead of the system's store;
  * verification is always on. Added after the 0.1.0 ABI.
  *
@@ -736,6 +756,16 @@ ironlock_status ironlock_acquire_opts_set_retry_count(struct ironlock_acquire_op
  * `opts` is NULL or live.
  */
 ironlock_status ironlock_acquire_opts_set_fencing(struct ironlock_acquire_opts *opts, bool fencing);
+
+/**
+ * Wait in line (FIFO across the quorum, SPEC §10), whatever the manager's `fair` setting says;
+ * `fair` false makes this acquire plain. Options never given this take the manager's setting.
+ * Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `opts` is NULL or live.
+ */
+ironlock_status ironlock_acquire_opts_set_fair(struct ironlock_acquire_opts *opts, bool fair);
 
 /**
  * Number of nodes in this thread's last report: one per configured node after an operation

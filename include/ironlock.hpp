@@ -148,6 +148,12 @@ public:
     template <class R, class P> config &extension_threshold(std::chrono::duration<R, P> d) {
         return apply(ironlock_config_set_extension_threshold_ms(c_.get(), detail::millis(d)));
     }
+    /// Acquire fairly (FIFO across the quorum) unless an acquire says otherwise.
+    config &fair(bool on) { return apply(ironlock_config_set_fair(c_.get(), on)); }
+    /// How long a fair waiter's queue entry outlives its last heartbeat (default 2 × retry_delay).
+    template <class R, class P> config &queue_timeout(std::chrono::duration<R, P> d) {
+        return apply(ironlock_config_set_queue_timeout_ms(c_.get(), detail::millis(d)));
+    }
     /// Mutual TLS and private CAs: PEM files, read now.
     config &tls_ca_cert_file(const std::string &path) {
         return apply(ironlock_config_set_tls_ca_cert_file(c_.get(), path.c_str()));
@@ -189,6 +195,8 @@ struct acquire_options {
     std::optional<std::uint32_t> retry_count;
     /// Compute a fencing token.
     bool fencing = false;
+    /// Wait in line (FIFO across the quorum); none: the manager's `fair` setting.
+    std::optional<bool> fair;
 };
 
 /// A lock granted by a quorum. Move-only; released (without throwing) when it goes out of scope
@@ -313,6 +321,7 @@ private:
         if (options.wait) detail::check(ironlock_acquire_opts_set_wait_ms(o.get(), detail::millis(*options.wait)));
         if (options.retry_count) detail::check(ironlock_acquire_opts_set_retry_count(o.get(), *options.retry_count));
         detail::check(ironlock_acquire_opts_set_fencing(o.get(), options.fencing));
+        if (options.fair) detail::check(ironlock_acquire_opts_set_fair(o.get(), *options.fair));
         return o;
     }
 

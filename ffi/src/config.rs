@@ -280,6 +280,37 @@ pub unsafe extern "C" fn ironlock_config_set_extension_threshold_ms(
     }
 }
 
+/// Acquire fairly (FIFO across the quorum, SPEC §10) unless an acquire's options say otherwise
+/// (`ironlock_acquire_opts_set_fair`). Default false. Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_fair(
+    config: *mut ironlock_config,
+    fair: bool,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.fair(fair)) }
+}
+
+/// How long a fair waiter's queue entry outlives its last heartbeat, in milliseconds (positive,
+/// at most a day): a waiter that crashed or went silent drops out of line after this. 0 = the
+/// default, 2 × retry_delay. Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_queue_timeout_ms(
+    config: *mut ironlock_config,
+    queue_timeout_ms: u64,
+) -> ironlock_status {
+    unsafe {
+        edit(config, move |c| {
+            c.queue_timeout((queue_timeout_ms > 0).then(|| ms(queue_timeout_ms)))
+        })
+    }
+}
+
 /// Which TLS material a setter sets.
 #[derive(Clone, Copy)]
 enum Pem {

@@ -75,6 +75,7 @@ impl ironlock_acquire_options {
             wait: (self.wait_ms > 0).then(|| Duration::from_millis(self.wait_ms)),
             retry_count,
             fencing: self.fencing,
+            fair: None,
         })
     }
 }

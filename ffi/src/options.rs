@@ -105,3 +105,18 @@ pub unsafe extern "C" fn ironlock_acquire_opts_set_fencing(
     // SAFETY: forwarded caller contract.
     unsafe { edit(opts, |o| o.fencing = fencing) }
 }
+
+/// Wait in line (FIFO across the quorum, SPEC §10), whatever the manager's `fair` setting says;
+/// `fair` false makes this acquire plain. Options never given this take the manager's setting.
+/// Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `opts` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_acquire_opts_set_fair(
+    opts: *mut ironlock_acquire_opts,
+    fair: bool,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe { edit(opts, |o| o.fair = Some(fair)) }
+}

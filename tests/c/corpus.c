@@ -101,6 +101,9 @@ static ironlock_status apply_setting(context *cx, ironlock_config *cfg, const ch
     if (strcmp(key, "reseat") == 0) {
         return want_bool(cx, v, key, &b) ? ironlock_config_set_reseat(cfg, b) : IRONLOCK_INVALID_ARGUMENT;
     }
+    if (strcmp(key, "fair") == 0) {
+        return want_bool(cx, v, key, &b) ? ironlock_config_set_fair(cfg, b) : IRONLOCK_INVALID_ARGUMENT;
+    }
     if (!want_u64(cx, v, key, &n)) return IRONLOCK_INVALID_ARGUMENT;
     if (strcmp(key, "retry_count") == 0) return ironlock_config_set_retry_count(cfg, (uint32_t)n);
     if (strcmp(key, "max_extensions") == 0) return ironlock_config_set_max_extensions(cfg, (uint32_t)n);
@@ -112,6 +115,7 @@ static ironlock_status apply_setting(context *cx, ironlock_config *cfg, const ch
     if (strcmp(key, "max_ttl_ms") == 0) return ironlock_config_set_max_ttl_ms(cfg, n);
     if (strcmp(key, "min_validity_ms") == 0) return ironlock_config_set_min_validity_ms(cfg, n);
     if (strcmp(key, "extension_threshold_ms") == 0) return ironlock_config_set_extension_threshold_ms(cfg, n);
+    if (strcmp(key, "queue_timeout_ms") == 0) return ironlock_config_set_queue_timeout_ms(cfg, n);
     failf(cx, "unknown setting %s", key);
     return IRONLOCK_INVALID_ARGUMENT;
 }
@@ -201,6 +205,9 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
         if (!names[i]) return;
     }
     ironlock_acquire_options opts = {0};
+    /* fair: -1 = not given (the manager's setting), else 0 / 1; only the extensible options
+       (ironlock_acquire_opts) carry it. */
+    int fair = -1;
     const json *o = json_get(step, "options");
     if (o) {
         for (size_t i = 0; i < o->count; i++) {
@@ -214,6 +221,8 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
                 opts.wait_ms = n;
             } else if (strcmp(k, "fencing") == 0 && want_bool(cx, o->items[i], k, &b)) {
                 opts.fencing = b;
+            } else if (strcmp(k, "fair") == 0 && want_bool(cx, o->items[i], k, &b)) {
+                fair = b;
             } else {
                 failf(cx, "bad option %s", k);
             }
@@ -223,15 +232,24 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
     ironlock_lock *lock = NULL;
     ironlock_status s;
     const json *limit = json_get(step, "limit");
-    if (limit) {
-        /* A permit of the semaphore resources[0] (SPEC §11), through the extensible options. */
-        uint64_t k = 0;
-        if (!want_u64(cx, limit, "limit", &k) || res->count != 1) { failf(cx, "limit: one resource and a count"); return; }
+    if (limit || fair >= 0) {
+        /* A permit of the semaphore resources[0] (SPEC §11), or a fair acquire (SPEC §10):
+           through the extensible options. */
         ironlock_acquire_opts *po = ironlock_acquire_opts_new();
         if (opts.wait_ms) ironlock_acquire_opts_set_wait_ms(po, opts.wait_ms);
         if (opts.has_retry_count) ironlock_acquire_opts_set_retry_count(po, opts.retry_count);
         ironlock_acquire_opts_set_fencing(po, opts.fencing);
-        s = ironlock_acquire_permit(m, names[0], (uint32_t)k, ttl, po, &lock);
+        if (fair >= 0) ironlock_acquire_opts_set_fair(po, fair);
+        uint64_t k = 0;
+        if (!limit) {
+            s = ironlock_acquire_with(m, names, res->count, ttl, po, &lock);
+        } else if (!want_u64(cx, limit, "limit", &k) || res->count != 1) {
+            ironlock_acquire_opts_free(po);
+            failf(cx, "limit: one resource and a count");
+            return;
+        } else {
+            s = ironlock_acquire_permit(m, names[0], (uint32_t)k, ttl, po, &lock);
+        }
         ironlock_acquire_opts_free(po);
     } else {
         /* res->count may be 0: pass a valid pointer with a zero count (the library must refuse). */

@@ -3,6 +3,7 @@
  * lengths, non-UTF-8 bytes, out-of-range settings), out-parameters untouched on failure, and
  * no key written by a rejected call. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -764,6 +765,64 @@ static void test_semaphore(const harness *h) {
     ironlock_manager_free(m);
 }
 
+/* A fair waiter on another thread (SPEC §10). */
+typedef struct {
+    ironlock_manager *m;
+    const char *resource;
+    ironlock_status status;
+    ironlock_lock *lock;
+} fair_waiter;
+
+static void *fair_wait(void *arg) {
+    fair_waiter *w = arg;
+    ironlock_acquire_opts *opts = ironlock_acquire_opts_new();
+    ironlock_acquire_opts_set_wait_ms(opts, 10000);
+    ironlock_acquire_opts_set_fair(opts, true);
+    const char *res[] = {w->resource};
+    w->status = ironlock_acquire_with(w->m, res, 1, 5000, opts, &w->lock);
+    ironlock_acquire_opts_free(opts);
+    return NULL;
+}
+
+/* Fair acquisition: a waiter queues on every node, a release hands it the lock, nothing stays
+   in line; the setting and the option are validated. */
+static void test_fair(const harness *h) {
+    ironlock_config *cfg = config_for(h);
+    CHECK(ironlock_config_set_queue_timeout_ms(cfg, 86400001) == IRONLOCK_OK);
+    ironlock_manager *m = NULL;
+    CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_INVALID_ARGUMENT, "queue_timeout: must be at most a day");
+    CHECK(m == NULL);
+    CHECK(ironlock_config_set_queue_timeout_ms(cfg, 2000) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_fair(cfg, true) == IRONLOCK_OK);
+    CHECK_STATUS(ironlock_config_set_fair(NULL, true), IRONLOCK_INVALID_ARGUMENT, "config");
+    CHECK_STATUS(ironlock_acquire_opts_set_fair(NULL, true), IRONLOCK_INVALID_ARGUMENT, "opts");
+    CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_OK, NULL);
+    ironlock_config_free(cfg);
+    if (!m) return;
+    char r[128], command[256];
+    unique(r, sizeof r, "fair");
+    const char *res[] = {r};
+    ironlock_lock *holder = NULL;
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &holder), IRONLOCK_OK, NULL);
+    fair_waiter w = {m, r, IRONLOCK_INTERNAL, NULL};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, fair_wait, &w) == 0);
+    snprintf(command, sizeof command, "ZCARD %s:ironlock:queue", r);
+    int queued = 0;
+    for (int i = 0; i < 400 && queued < h->nodes; i++) {
+        queued = 0;
+        for (int node = 0; node < h->nodes; node++) queued += redis_int((harness *)h, node, command) == 1;
+        if (queued < h->nodes) sleep_ms(5);
+    }
+    CHECK(queued == h->nodes);
+    if (holder) { CHECK(ironlock_lock_finish(holder) == IRONLOCK_OK); ironlock_lock_free(holder); }
+    pthread_join(t, NULL);
+    CHECK_STATUS(w.status, IRONLOCK_OK, NULL);
+    if (w.lock) { CHECK(ironlock_lock_finish(w.lock) == IRONLOCK_OK); ironlock_lock_free(w.lock); }
+    for (int node = 0; node < h->nodes; node++) CHECK(redis_int_settled((harness *)h, node, command) == 0);
+    ironlock_manager_free(m);
+}
+
 int main(void) {
     harness h;
     test_static_parts();
@@ -788,6 +847,7 @@ int main(void) {
     test_bad_node_among_good(&h);
     test_stats(&h);
     test_semaphore(&h);
+    test_fair(&h);
     test_mutual_tls();
     harness_stop(&h);
     printf("test_api: %d checks passed, %d failed\n", check_passes, check_failures);

@@ -44,12 +44,12 @@ int main() {
 
         // A lock with a fencing token; a second try-lock is CONTENDED, with the report.
         const std::string r = name("a");
-        ironlock::lock held = m.acquire({r}, 5s, {std::nullopt, std::nullopt, true});
+        ironlock::lock held = m.acquire({r}, 5s, {std::nullopt, std::nullopt, true, std::nullopt});
         check(held.fence().has_value() && *held.fence() > 0, "fence");
         check(held.valid() && held.validity() > 4s && held.validity() <= 5s, "validity");
         check(held.token().size() == IRONLOCK_TOKEN_LEN, "token");
         try {
-            m.acquire({r}, 5s, {std::nullopt, 0u, false});
+            m.acquire({r}, 5s, {std::nullopt, 0u, false, std::nullopt});
             check(false, "contended acquire throws");
         } catch (const ironlock::error &e) {
             check(e.status() == IRONLOCK_CONTENDED, "status CONTENDED");
@@ -73,7 +73,7 @@ int main() {
             std::vector<ironlock::lock> owners;
             owners.push_back(std::move(held));
         }
-        ironlock::lock again = m.acquire({r}, 5s, {std::nullopt, 0u, false});
+        ironlock::lock again = m.acquire({r}, 5s, {std::nullopt, 0u, false, std::nullopt});
         check(again.valid(), "released by the destructor");
         again.finish();
 
@@ -106,12 +106,28 @@ int main() {
             ironlock::lock p1 = m.acquire_permit(sem, 2, 5s);
             ironlock::lock p2 = m.acquire_permit(sem, 2, 5s);
             try {
-                m.acquire_permit(sem, 2, 5s, ironlock::acquire_options{std::nullopt, 0, false});
+                m.acquire_permit(sem, 2, 5s, ironlock::acquire_options{std::nullopt, 0, false, std::nullopt});
                 check(false, "a third permit throws");
             } catch (const ironlock::error &e) {
                 check(e.status() == IRONLOCK_CONTENDED, "third permit: CONTENDED");
             }
             check(p1.release() && p2.release(), "permits released");
+        }
+
+        // A fair try-lock behind a holder: CONTENDED, and nothing left in line.
+        {
+            const std::string r = name("fair");
+            ironlock::lock holder = m.acquire({r}, 5s);
+            ironlock::acquire_options fair{std::nullopt, 0, false, true};
+            try {
+                m.acquire({r}, 5s, fair);
+                check(false, "a fair try-lock behind a holder throws");
+            } catch (const ironlock::error &e) {
+                check(e.status() == IRONLOCK_CONTENDED, "fair try-lock: CONTENDED");
+            }
+            check(holder.release(), "holder released");
+            ironlock::lock next = m.acquire({r}, 5s, fair);
+            check(next.release(), "a fair acquire of a free lock");
         }
 
         // Bad input throws INVALID_ARGUMENT naming the argument.
