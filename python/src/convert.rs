@@ -359,12 +359,17 @@ fn node(name: &str, v: &Bound<'_, PyAny>) -> PyResult<(String, Given)> {
     Ok((url, given))
 }
 
+/// `acquire`'s keyword arguments: wait, fencing, retry_count, fair.
+pub(crate) type How<'a, 'py> = (
+    Option<&'a Bound<'py, PyAny>>,
+    Option<&'a Bound<'py, PyAny>>,
+    Option<&'a Bound<'py, PyAny>>,
+    Option<&'a Bound<'py, PyAny>>,
+);
+
 /// `acquire`'s keyword arguments → core options.
-pub(crate) fn acquire_options(
-    wait: Option<&Bound<'_, PyAny>>,
-    fencing: Option<&Bound<'_, PyAny>>,
-    retry_count: Option<&Bound<'_, PyAny>>,
-) -> PyResult<AcquireOptions> {
+pub(crate) fn acquire_options(how: How<'_, '_>) -> PyResult<AcquireOptions> {
+    let (wait, fencing, retry_count, fair) = how;
     Ok(AcquireOptions {
         wait: opt_duration("wait", wait)?,
         retry_count: match retry_count {
@@ -374,6 +379,10 @@ pub(crate) fn acquire_options(
         fencing: match fencing {
             Some(v) if !v.is_none() => boolean("fencing", v)?,
             _ => false,
+        },
+        fair: match fair {
+            Some(v) if !v.is_none() => Some(boolean("fair", v)?),
+            _ => None,
         },
     })
 }

@@ -128,14 +128,12 @@ impl AcquireCall {
     fn parse(
         resources: &Bound<'_, PyAny>,
         ttl: &Bound<'_, PyAny>,
-        wait: Option<&Bound<'_, PyAny>>,
-        fencing: Option<&Bound<'_, PyAny>>,
-        retry_count: Option<&Bound<'_, PyAny>>,
+        how: convert::How<'_, '_>,
     ) -> PyResult<Self> {
         Ok(AcquireCall {
             resources: convert::resources(resources)?,
             ttl: convert::duration("ttl", ttl)?,
-            options: convert::acquire_options(wait, fencing, retry_count)?,
+            options: convert::acquire_options(how)?,
             limit: None,
         })
     }
@@ -145,15 +143,13 @@ impl AcquireCall {
         resource: &Bound<'_, PyAny>,
         limit: &Bound<'_, PyAny>,
         ttl: &Bound<'_, PyAny>,
-        wait: Option<&Bound<'_, PyAny>>,
-        fencing: Option<&Bound<'_, PyAny>>,
-        retry_count: Option<&Bound<'_, PyAny>>,
+        how: convert::How<'_, '_>,
     ) -> PyResult<Self> {
         Ok(AcquireCall {
             resources: vec![convert::resource(resource)?],
             limit: Some(convert::count("limit", limit)?),
             ttl: convert::duration("ttl", ttl)?,
-            options: convert::acquire_options(wait, fencing, retry_count)?,
+            options: convert::acquire_options(how)?,
         })
     }
 
@@ -296,7 +292,7 @@ impl LockManager {
     }
 
     /// Acquires `resources` (a name or a list of names) for `ttl` seconds; raises on failure.
-    #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None))]
+    #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None, fair = None))]
     fn acquire(
         slf: PyRef<'_, Self>,
         py: Python<'_>,
@@ -305,8 +301,9 @@ impl LockManager {
         wait: Option<&Bound<'_, PyAny>>,
         fencing: Option<&Bound<'_, PyAny>>,
         retry_count: Option<&Bound<'_, PyAny>>,
+        fair: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        let call = AcquireCall::parse(resources, ttl, wait, fencing, retry_count)?;
+        let call = AcquireCall::parse(resources, ttl, (wait, fencing, retry_count, fair))?;
         let core = slf.as_super().core.clone();
         runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
     }
@@ -314,7 +311,7 @@ impl LockManager {
     /// Acquires one of `limit` permits of the counting semaphore `resource` for `ttl` seconds:
     /// a Lock like any other (extend, release, keep_alive, fencing). Needs
     /// floor(limit * N / (limit + 1)) + 1 admitting nodes; raises on failure.
-    #[pyo3(signature = (resource, limit, ttl, *, wait = None, fencing = None, retry_count = None))]
+    #[pyo3(signature = (resource, limit, ttl, *, wait = None, fencing = None, retry_count = None, fair = None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire_permit(
         slf: PyRef<'_, Self>,
@@ -325,8 +322,10 @@ impl LockManager {
         wait: Option<&Bound<'_, PyAny>>,
         fencing: Option<&Bound<'_, PyAny>>,
         retry_count: Option<&Bound<'_, PyAny>>,
+        fair: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        let call = AcquireCall::parse_permit(resource, limit, ttl, wait, fencing, retry_count)?;
+        let call =
+            AcquireCall::parse_permit(resource, limit, ttl, (wait, fencing, retry_count, fair))?;
         let core = slf.as_super().core.clone();
         runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
     }
@@ -379,7 +378,7 @@ impl AsyncLockManager {
 
     /// Acquires `resources` (a name or a list of names) for `ttl` seconds; raises on failure.
     /// Cancelling the awaiting task leaves no key behind.
-    #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None))]
+    #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None, fair = None))]
     fn acquire<'py>(
         slf: PyRef<'py, Self>,
         py: Python<'py>,
@@ -388,15 +387,16 @@ impl AsyncLockManager {
         wait: Option<&Bound<'py, PyAny>>,
         fencing: Option<&Bound<'py, PyAny>>,
         retry_count: Option<&Bound<'py, PyAny>>,
+        fair: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let call = AcquireCall::parse(resources, ttl, wait, fencing, retry_count)?;
+        let call = AcquireCall::parse(resources, ttl, (wait, fencing, retry_count, fair))?;
         let core = slf.as_super().core.clone();
         runtime::awaitable(py, call.run(core, Flavor::Async))
     }
 
     /// Acquires one of `limit` permits of the counting semaphore `resource` for `ttl` seconds:
     /// an AsyncLock like any other. Cancelling the awaiting task leaves no holder behind.
-    #[pyo3(signature = (resource, limit, ttl, *, wait = None, fencing = None, retry_count = None))]
+    #[pyo3(signature = (resource, limit, ttl, *, wait = None, fencing = None, retry_count = None, fair = None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire_permit<'py>(
         slf: PyRef<'py, Self>,
@@ -407,8 +407,10 @@ impl AsyncLockManager {
         wait: Option<&Bound<'py, PyAny>>,
         fencing: Option<&Bound<'py, PyAny>>,
         retry_count: Option<&Bound<'py, PyAny>>,
+        fair: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let call = AcquireCall::parse_permit(resource, limit, ttl, wait, fencing, retry_count)?;
+        let call =
+            AcquireCall::parse_permit(resource, limit, ttl, (wait, fencing, retry_count, fair))?;
         let core = slf.as_super().core.clone();
         runtime::awaitable(py, call.run(core, Flavor::Async))
     }

@@ -23,8 +23,12 @@ DURATIONS = {
     "max_ttl_ms": "max_ttl",
     "min_validity_ms": "min_validity",
     "extension_threshold_ms": "extension_threshold",
+    "queue_timeout_ms": "queue_timeout",
 }
-PLAIN = {"retry_count", "drift_factor", "restart_quarantine", "reseat", "key_prefix", "max_extensions"}
+PLAIN = {
+    "retry_count", "drift_factor", "restart_quarantine", "reseat", "key_prefix", "max_extensions",
+    "fair",
+}
 NODE_OPS = {"kill", "start", "restart", "pause", "resume"}
 
 # Read-only commands of `redis` steps: a mismatch is retried for up to 200 ms (the corpus README:
@@ -115,6 +119,8 @@ def run(sc: Dict[str, Any], cluster: Cluster) -> None:
                 kwargs["wait"] = opts["wait_ms"] / 1000.0
             if "retry_count" in opts:
                 kwargs["retry_count"] = opts["retry_count"]
+            if "fair" in opts:
+                kwargs["fair"] = opts["fair"]
             try:
                 if "limit" in step:  # a permit of the semaphore resources[0] (SPEC §11)
                     lock = manager.acquire_permit(

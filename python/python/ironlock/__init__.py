@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import multiprocessing.util as _mp_util
 
@@ -73,6 +73,7 @@ def synchronize(
     *,
     wait: Any = None,
     fencing: bool = False,
+    fair: Optional[bool] = None,
 ) -> Callable[[F], F]:
     """Decorator: run the function while holding the lock, extended in the background
     (``manager.using``). Sync functions need a ``LockManager``, ``async def`` functions an
@@ -86,7 +87,7 @@ def synchronize(
 
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                async with amanager.using(resources, ttl, wait=wait, fencing=fencing):
+                async with amanager.using(resources, ttl, wait=wait, fencing=fencing, fair=fair):
                     return await fn(*args, **kwargs)
 
             return run_async  # type: ignore[return-value]
@@ -96,7 +97,7 @@ def synchronize(
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
-            with smanager.using(resources, ttl, wait=wait, fencing=fencing):
+            with smanager.using(resources, ttl, wait=wait, fencing=fencing, fair=fair):
                 return fn(*args, **kwargs)
 
         return run  # type: ignore[return-value]

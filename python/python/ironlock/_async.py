@@ -17,7 +17,7 @@ class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
 
     async def _take(self, **how: Any) -> _native.AsyncLock:
         lock = await self._manager.acquire(
-            self._resources, self._ttl, fencing=self._fencing, **how
+            self._resources, self._ttl, fencing=self._fencing, fair=self._fair, **how
         )
         self._keeper = lock.keep_alive() if self._auto_extend else None
         self._lock = lock
@@ -87,16 +87,17 @@ class AsyncSemaphore:
 
     def __init__(
         self, manager: "AsyncLockManager", resource: str, limit: int, ttl: Any, *,
-        wait: Any = None, fencing: bool = False,
+        wait: Any = None, fencing: bool = False, fair: Optional[bool] = None,
     ) -> None:
         self._manager, self._resource, self._limit, self._ttl = manager, resource, limit, ttl
-        self._wait, self._fencing = wait, fencing
+        self._wait, self._fencing, self._fair = wait, fencing, fair
         self._permit: Optional[_native.AsyncLock] = None
 
     async def acquire(self) -> _native.AsyncLock:
         """Takes one permit; raises ``LockContendedError`` when every permit stays held."""
         return await self._manager.acquire_permit(
-            self._resource, self._limit, self._ttl, wait=self._wait, fencing=self._fencing
+            self._resource, self._limit, self._ttl, wait=self._wait, fencing=self._fencing,
+            fair=self._fair,
         )
 
     async def __aenter__(self) -> _native.AsyncLock:
@@ -138,24 +139,27 @@ class AsyncLockManager(_native.AsyncLockManager):
         return manager
 
     def lock(
-        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False
+        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False,
+        fair: Optional[bool] = None,
     ) -> AsyncDistributedLock:
         """Use as ``async with manager.lock("name", ttl=10) as lock:``."""
-        return AsyncDistributedLock(self, resources, ttl, wait=wait, fencing=fencing)
+        return AsyncDistributedLock(self, resources, ttl, wait=wait, fencing=fencing, fair=fair)
 
     def using(
-        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False
+        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False,
+        fair: Optional[bool] = None,
     ) -> AsyncDistributedLock:
         """Like ``lock()``, with background auto-extension while held."""
         return AsyncDistributedLock(
-            self, resources, ttl, wait=wait, fencing=fencing, auto_extend=True
+            self, resources, ttl, wait=wait, fencing=fencing, fair=fair, auto_extend=True
         )
 
     def semaphore(
-        self, resource: str, limit: int, ttl: Any, *, wait: Any = None, fencing: bool = False
+        self, resource: str, limit: int, ttl: Any, *, wait: Any = None, fencing: bool = False,
+        fair: Optional[bool] = None,
     ) -> AsyncSemaphore:
         """A counting semaphore: ``async with manager.semaphore("api", 3, ttl=10) as permit:``."""
-        return AsyncSemaphore(self, resource, limit, ttl, wait=wait, fencing=fencing)
+        return AsyncSemaphore(self, resource, limit, ttl, wait=wait, fencing=fencing, fair=fair)
 
     async def __aenter__(self) -> "AsyncLockManager":
         return self

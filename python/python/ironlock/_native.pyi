@@ -63,6 +63,8 @@ class LockManager(ManagerBase):
         min_validity: _Seconds = ...,
         max_extensions: Optional[int] = ...,
         extension_threshold: Optional[_Seconds] = ...,
+        fair: bool = ...,
+        queue_timeout: Optional[_Seconds] = ...,
         ssl_ca_certs: Optional[str] = ...,
         ssl_ca_data: Optional[str] = ...,
         ssl_certfile: Optional[str] = ...,
@@ -77,6 +79,7 @@ class LockManager(ManagerBase):
         wait: Optional[_Seconds] = None,
         fencing: Optional[bool] = None,
         retry_count: Optional[int] = None,
+        fair: Optional[bool] = None,
     ) -> Lock: ...
     def acquire_permit(
         self,
@@ -87,6 +90,7 @@ class LockManager(ManagerBase):
         wait: Optional[_Seconds] = None,
         fencing: Optional[bool] = None,
         retry_count: Optional[int] = None,
+        fair: Optional[bool] = None,
     ) -> Lock: ...
     def release_token(self, resources: _Resources, token: str) -> bool: ...
     def inspect(self, resource: str) -> List[Dict[str, Any]]: ...
@@ -110,6 +114,8 @@ class AsyncLockManager(ManagerBase):
         min_validity: _Seconds = ...,
         max_extensions: Optional[int] = ...,
         extension_threshold: Optional[_Seconds] = ...,
+        fair: bool = ...,
+        queue_timeout: Optional[_Seconds] = ...,
         ssl_ca_certs: Optional[str] = ...,
         ssl_ca_data: Optional[str] = ...,
         ssl_certfile: Optional[str] = ...,
@@ -124,6 +130,7 @@ class AsyncLockManager(ManagerBase):
         wait: Optional[_Seconds] = None,
         fencing: Optional[bool] = None,
         retry_count: Optional[int] = None,
+        fair: Optional[bool] = None,
     ) -> Awaitable[AsyncLock]: ...
     def acquire_permit(
         self,
@@ -134,6 +141,7 @@ class AsyncLockManager(ManagerBase):
         wait: Optional[_Seconds] = None,
         fencing: Optional[bool] = None,
         retry_count: Optional[int] = None,
+        fair: Optional[bool] = None,
     ) -> Awaitable[AsyncLock]: ...
     def release_token(self, resources: _Resources, token: str) -> Awaitable[bool]: ...
     def inspect(self, resource: str) -> Awaitable[List[Dict[str, Any]]]: ...

@@ -65,6 +65,7 @@ class _LockSpec(Generic[M, L]):
         *,
         wait: Any = None,
         fencing: bool = False,
+        fair: Optional[bool] = None,
         auto_extend: bool = False,
     ) -> None:
         self._manager = manager
@@ -72,6 +73,7 @@ class _LockSpec(Generic[M, L]):
         self._ttl = ttl
         self._wait = wait
         self._fencing = fencing
+        self._fair = fair
         self._auto_extend = auto_extend
         self._lock: Optional[L] = None
         self._keeper: Optional[_native.KeepAlive] = None
@@ -119,7 +121,7 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
         self._guard = threading.Lock()
 
     def _take(self, **how: Any) -> _native.Lock:
-        lock = self._manager.acquire(self._resources, self._ttl, fencing=self._fencing, **how)
+        lock = self._manager.acquire(self._resources, self._ttl, fencing=self._fencing, fair=self._fair, **how)
         keeper = lock.keep_alive() if self._auto_extend else None
         with self._guard:
             self._lock, self._keeper = lock, keeper
@@ -204,16 +206,17 @@ class Semaphore:
 
     def __init__(
         self, manager: "LockManager", resource: str, limit: int, ttl: Any, *, wait: Any = None,
-        fencing: bool = False,
+        fencing: bool = False, fair: Optional[bool] = None,
     ) -> None:
         self._manager, self._resource, self._limit, self._ttl = manager, resource, limit, ttl
-        self._wait, self._fencing = wait, fencing
+        self._wait, self._fencing, self._fair = wait, fencing, fair
         self._permit: Optional[_native.Lock] = None
 
     def acquire(self) -> _native.Lock:
         """Takes one permit; raises ``LockContendedError`` when every permit stays held."""
         return self._manager.acquire_permit(
-            self._resource, self._limit, self._ttl, wait=self._wait, fencing=self._fencing
+            self._resource, self._limit, self._ttl, wait=self._wait, fencing=self._fencing,
+            fair=self._fair,
         )
 
     def __enter__(self) -> _native.Lock:
@@ -245,7 +248,7 @@ class LockManager(_native.LockManager):
     ``LockManager(nodes=None, *, retry_count=10, retry_delay=0.2, retry_jitter=0.1,
     drift_factor=0.01, drift_constant=0.002, node_timeout=0.05, connect_timeout=1.0,
     max_ttl=60.0, restart_quarantine=True, reseat=True, key_prefix="", min_validity=0.0,
-    max_extensions=None, extension_threshold=None)`` — durations in float seconds or
+    max_extensions=None, extension_threshold=None, fair=False, queue_timeout=None)`` — durations in float seconds or
     ``datetime.timedelta``. ``nodes``: a list of URLs, of mappings with redis-py's keywords
     (``host``, ``port``, ``username``, ``password``, ``db``, ``ssl``, ``unix_socket_path``) or of
     ``redis.Redis`` clients (their settings are read; ironlock keeps its own connections), or
@@ -256,26 +259,29 @@ class LockManager(_native.LockManager):
     """
 
     def lock(
-        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False
+        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False,
+        fair: Optional[bool] = None,
     ) -> DistributedLock:
         """A ``threading.Lock``-like object; use as ``with manager.lock("name", ttl=10):``."""
-        return DistributedLock(self, resources, ttl, wait=wait, fencing=fencing)
+        return DistributedLock(self, resources, ttl, wait=wait, fencing=fencing, fair=fair)
 
     def using(
-        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False
+        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False,
+        fair: Optional[bool] = None,
     ) -> DistributedLock:
         """Like ``lock()``, but the lock is extended in the background while held; its
         ``lost`` flag is set the moment it is lost, and leaving the block then raises
         ``LockLostError``."""
         return DistributedLock(
-            self, resources, ttl, wait=wait, fencing=fencing, auto_extend=True
+            self, resources, ttl, wait=wait, fencing=fencing, fair=fair, auto_extend=True
         )
 
     def semaphore(
-        self, resource: str, limit: int, ttl: Any, *, wait: Any = None, fencing: bool = False
+        self, resource: str, limit: int, ttl: Any, *, wait: Any = None, fencing: bool = False,
+        fair: Optional[bool] = None,
     ) -> Semaphore:
         """A counting semaphore: ``with manager.semaphore("api", 3, ttl=10) as permit:``."""
-        return Semaphore(self, resource, limit, ttl, wait=wait, fencing=fencing)
+        return Semaphore(self, resource, limit, ttl, wait=wait, fencing=fencing, fair=fair)
 
     def __enter__(self) -> "LockManager":
         return self
