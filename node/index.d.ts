@@ -125,6 +125,8 @@ export interface AcquireOptions {
    * acquired, as in node-redlock).
    */
   retryCount?: number
+  /** Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting. */
+  fair?: boolean
 }
 
 /** The version of the ironlock core this module was built from. */
@@ -228,6 +230,13 @@ export interface Settings {
   maxExtensions?: number
   /** Auto-extension extends when remaining validity falls below this, ms. Default ttl / 3. */
   extensionThreshold?: number
+  /** Acquire fairly (FIFO across the quorum) unless an acquire says otherwise. Default false. */
+  fair?: boolean
+  /**
+   * How long a fair waiter's queue entry outlives its last heartbeat, ms. Default
+   * 2 × retryDelay.
+   */
+  queueTimeout?: number
   /** Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots. */
   tlsCaCert?: string
   /** Client certificate (PEM) for mutual TLS. */

@@ -120,11 +120,11 @@ function settings(v, name = 'settings') {
   return out
 }
 
-const ACQUIRE = { wait: number, fencing: boolean, retryCount: count }
+const ACQUIRE = { wait: number, fencing: boolean, retryCount: count, fair: boolean }
 
 /**
  * Options of one acquire, type-checked; `signal` is split off. `more` adds the names a caller
- * accepts beyond `wait`, `fencing`, `retryCount` and `signal` (Redlock's per-call settings).
+ * accepts beyond `wait`, `fencing`, `retryCount`, `fair` and `signal` (Redlock's per-call settings).
  */
 function acquireOptions(v, more = {}) {
   const out = {}
@@ -141,7 +141,7 @@ function acquireOptions(v, more = {}) {
     const name = ALIASES[key] ?? key
     const check = ACQUIRE[key] ?? more[name]
     if (!check) {
-      const names = ['wait', 'fencing', 'signal', 'retryCount', ...Object.keys(more)].join(', ')
+      const names = ['wait', 'fencing', 'fair', 'signal', 'retryCount', ...Object.keys(more)].join(', ')
       throw invalid(
         `options.${cut(key)}: unknown acquire option (per-call options are ${names}; set others on the manager)`,
       )

@@ -111,6 +111,8 @@ export interface AcquireOptions {
   retryCount?: number
   /** Compute a fencing token (`lock.fence`). */
   fencing?: boolean
+  /** Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting. */
+  fair?: boolean
   /** Cancels a waiting acquire; the promise then rejects with `signal.reason`. */
   signal?: AbortSignal
 }

@@ -43,6 +43,11 @@ pub struct Settings {
     pub max_extensions: Option<f64>,
     /// Auto-extension extends when remaining validity falls below this, ms. Default ttl / 3.
     pub extension_threshold: Option<f64>,
+    /// Acquire fairly (FIFO across the quorum) unless an acquire says otherwise. Default false.
+    pub fair: Option<bool>,
+    /// How long a fair waiter's queue entry outlives its last heartbeat, ms. Default
+    /// 2 × retryDelay.
+    pub queue_timeout: Option<f64>,
     /// Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots.
     pub tls_ca_cert: Option<String>,
     /// Client certificate (PEM) for mutual TLS.
@@ -81,6 +86,8 @@ pub struct AcquireOptions {
     /// Overrides the manager's `retryCount` for this call (0 = one round, -1 = retry until
     /// acquired, as in node-redlock).
     pub retry_count: Option<f64>,
+    /// Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting.
+    pub fair: Option<bool>,
 }
 
 /// A number as a message quotes it: as JavaScript would print it (`1e+300`, not 301 digits),
@@ -171,6 +178,12 @@ impl Settings {
         if let Some(v) = self.extension_threshold {
             c = c.extension_threshold(Some(millis("settings.extensionThreshold", v)?));
         }
+        if let Some(v) = self.fair {
+            c = c.fair(v);
+        }
+        if let Some(v) = self.queue_timeout {
+            c = c.queue_timeout(Some(millis("settings.queueTimeout", v)?));
+        }
         if let Some(pem) = self.tls_ca_cert {
             c = c.tls_ca_cert(Some(pem.into_bytes()));
         }
@@ -201,6 +214,7 @@ impl AcquireOptions {
                 .map(|v| retries("options.retryCount", v))
                 .transpose()?,
             fencing: self.fencing.unwrap_or(false),
+            fair: self.fair,
         })
     }
 }

@@ -64,7 +64,7 @@ const FIELDS = {
   resume: ['node'],
   sleep: ['ms'],
 }
-const OPTIONS = { retry_count: 'retryCount', wait_ms: 'wait', fencing: 'fencing' }
+const OPTIONS = { retry_count: 'retryCount', wait_ms: 'wait', fencing: 'fencing', fair: 'fair' }
 
 function checkVotes(step, report, ctx) {
   if (!step.expect_votes) return
