@@ -440,6 +440,7 @@ class Scenario:
     keep: bool = False  # hold under auto-extension for hold_ms (longer than the ttl)
     reseat: bool = True
     limit: int = 0  # > 0: Python workers take permits of a semaphore of this limit (SPEC §11)
+    fair: bool = False  # every worker's acquires wait in line (SPEC §10)
 
 
 SAFE = "0 strict violations, 0 referee hits"
@@ -477,6 +478,12 @@ def scenarios() -> List[Scenario]:
         Scenario("rolling-restart", nem_rolling, "safe", SAFE, **RESTART),
         Scenario("semaphore-kill-restart", nem_kill_restart, "safe", SAFE_K, nodes=5, limit=3,
                  langs=("py",) * 8, **RESTART),
+        Scenario("fair-kill-restart", nem_kill_restart, "safe",
+                 SAFE + " (fair: every acquire waits in line; 2 Python + 2 C + 2 Node workers)",
+                 langs=mixed, fair=True, **RESTART),
+        Scenario("fair-semaphore-flaky", nem_flaky, "safe",
+                 SAFE_K + " (fair permits under flaky partitions)", nodes=5, limit=3,
+                 langs=("py",) * 8, fair=True, hold_ms=200),
         Scenario("rolling-restart", nem_rolling, "must_fail", MUST_FAIL, quarantine=False,
                  **RESTART),
         Scenario("rolling-restart-held", kind="held", expect=HELD, **ROLLING_HELD),
@@ -663,6 +670,7 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                 "CHAOS_KEEP": "1" if sc.keep else "0",
                 "CHAOS_RESEAT": "1" if sc.reseat else "0",
                 "CHAOS_LIMIT": str(sc.limit),
+                "CHAOS_FAIR": "1" if sc.fair else "0",
                 "CHAOS_NODE_TIMEOUT_MS": "50",
                 "CHAOS_REFEREE_PORT": str(referee.ports[0]),
                 "CHAOS_COUNTER_KEY": key + ":counter",

@@ -181,6 +181,8 @@ int main(void) {
             IRONLOCK_OK ||
         ironlock_config_set_reseat(cfg, !getenv("CHAOS_RESEAT") || strcmp(getenv("CHAOS_RESEAT"), "1") == 0) !=
             IRONLOCK_OK ||
+        ironlock_config_set_fair(cfg, getenv("CHAOS_FAIR") && strcmp(getenv("CHAOS_FAIR"), "1") == 0) !=
+            IRONLOCK_OK ||
         ironlock_manager_new(cfg, &mgr) != IRONLOCK_OK) {
         die(ironlock_last_error());
     }

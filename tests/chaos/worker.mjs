@@ -70,7 +70,8 @@ const manager = new LockManager(env.CHAOS_NODES.split(','), {
   nodeTimeout: Number(env.CHAOS_NODE_TIMEOUT_MS),
   maxTtl: Number(env.CHAOS_MAX_TTL_MS),
   restartQuarantine: env.CHAOS_QUARANTINE === '1',
-  reseat: (env.CHAOS_RESEAT ?? '1') === '1'
+  reseat: (env.CHAOS_RESEAT ?? '1') === '1',
+  fair: env.CHAOS_FAIR === '1' // every acquire waits in line (SPEC §10)
 })
 const keep = env.CHAOS_KEEP === '1' // long holds under auto-extension
 const referee = new Referee(Number(env.CHAOS_REFEREE_PORT))

@@ -42,6 +42,7 @@ def main() -> int:
         max_ttl=int(env["CHAOS_MAX_TTL_MS"]) / 1000.0,
         restart_quarantine=env["CHAOS_QUARANTINE"] == "1",
         reseat=env.get("CHAOS_RESEAT", "1") == "1",
+        fair=env.get("CHAOS_FAIR") == "1",  # every acquire waits in line (SPEC §10)
     )
     referee = Resp(int(env["CHAOS_REFEREE_PORT"]))
     errors: dict = {}
