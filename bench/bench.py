@@ -64,6 +64,8 @@ FULL = {
     "c": ("c", 5, 2000, 16, False, 6, 3),
     "d": ("d", 5, 2000, 16, False, 6, 3),
     "dh": ("d", 5, 2000, 16, False, 6, 3, 2),
+    "df": ("d", 5, 2000, 16, False, 6, 3, 2, ["--fair", "1"]),
+    "ds": ("d", 5, 2000, 16, False, 6, 3, 2, ["--limit", "4"]),
     "e": ("e", 5, 10000, 64, False, 30, 1),
 }
 SMOKE = {
@@ -71,7 +73,15 @@ SMOKE = {
     "b": ("b", 5, 100, 8, False, 10, 1),
     "c": ("c", 5, 20, 4, False, 10, 1),
     "d": ("d", 5, 10, 4, False, 10, 1, 1),
+    "df": ("d", 5, 10, 4, False, 10, 1, 1, ["--fair", "1"]),
+    "ds": ("d", 5, 10, 4, False, 10, 1, 1, ["--limit", "2"]),
     "e": ("e", 3, 100, 8, False, 10, 1),
+}
+# Workloads only some clients take (fair mode and semaphores are ironlock's and
+# redis-semaphore's); every other workload runs every client.
+WORKLOAD_CLIENTS = {
+    "df": ("ironlock-rust", "ironlock-node"),
+    "ds": ("ironlock-rust", "ironlock-node", "redis-semaphore"),
 }
 TITLES = {
     "a1": "(a) 1 client, 5,000 lock+unlock cycles on distinct keys, N = 1",
@@ -82,8 +92,21 @@ TITLES = {
     "c": "(c) 16 workers on ONE key, N = 5, 2,000 acquisitions; library retry off, driver retries after uniform 0–2 ms",
     "d": "(d) 16 workers on ONE key, N = 5, 2,000 acquisitions; every library's DEFAULT retry settings",
     "dh": "(d) with a 2 ms critical section: each grant is held 2 ms before the release (16 workers, ONE key, N = 5, default retry settings)",
+    "df": "(d) FAIR mode (SPEC §10), 2 ms critical section, 16 workers, ONE key, N = 5 (compare with the 2 ms table above: the same workload without fairness)",
+    "ds": "(d) SEMAPHORE, limit 4: 16 workers take permits of ONE semaphore, each held 2 ms, N = 5 (ironlock: Q(4) = 5 of 5 nodes; redis-semaphore: its RedlockSemaphore, which admits with a majority)",
     "e": "(e) memory: one process holding 10,000 locks at once (N = 5, taken 64 at a time)",
 }
+
+# Row labels that differ by workload.
+LABELS = {("ds", "redis-semaphore"): "redis-semaphore 5.8.0 RedlockSemaphore"}
+
+
+def runs(client, wid):
+    """Whether `client` takes part in workload `wid`."""
+    if client in PROFILE_ROWS and wid not in PROFILE_ROWS[client]:
+        return False
+    return wid not in WORKLOAD_CLIENTS or client in WORKLOAD_CLIENTS[wid]
+
 
 harness = None
 
@@ -151,6 +174,7 @@ def server_cpu_s(ports):
 def run_one(client, wid, spec, urls, pids, rep, run_id, env):
     letter, n, cycles, conc, pinned, limit = spec[:6]
     hold = spec[7] if len(spec) > 7 else 0
+    extra = spec[8] if len(spec) > 8 else []
     cmd = CLIENTS[client][1] + [
         "--workload", letter,
         "--urls", ",".join(urls[:n]),
@@ -158,7 +182,7 @@ def run_one(client, wid, spec, urls, pids, rep, run_id, env):
         "--concurrency", str(conc),
         "--prefix", f"bench:{run_id}:{client}:{wid}:{rep}",
         "--time-limit", str(limit),
-    ] + (["--hold-ms", str(hold)] if hold else [])
+    ] + (["--hold-ms", str(hold)] if hold else []) + extra
     if pinned:
         cmd = ["taskset", "-c", "0"] + cmd
         pin(pids[:n], "0")
@@ -226,13 +250,14 @@ def aggregate(recs):
         "rss_peak": med([r.get("rss_peak_kb", 0) for r in ok]),
         "rss_base": med([r.get("rss_base_kb", 0) for r in ok]),
         "reps": len(ok),
+        "jain": med([r["jain"] for r in ok if "jain" in r]) if any("jain" in r for r in ok) else None,
         "crashes": sum(1 for r in ok if "exit_crash" in r),
     }
 
 
 def table(wid, spec, records, clients):
     letter = spec[0]
-    clients = [c for c in clients if c not in PROFILE_ROWS or wid in PROFILE_ROWS[c]]
+    clients = [c for c in clients if runs(c, wid)]
     rows = {c: aggregate([r for r in records if r["client"] == c and r["workload"] == wid]) for c in clients}
     low = rows.get("lower")
     redl = rows.get("node-redlock")
@@ -250,24 +275,29 @@ def table(wid, spec, records, clients):
                          f"{a['done']:,.0f}{' (partial)' if a['partial'] else ''} | {ratio} |")
         return lines + [""], rows
     unit = "acquisitions/s" if letter in "cd" else "cycles/s"
-    extra = " | × node-redlock" if letter in "abd" and redl else ""
+    with_redl = letter in "abd" and redl
+    extra_cols = (["× node-redlock"] if with_redl else []) + (["Jain's index"] if letter == "d" else [])
+    extra = "".join(f" | {c}" for c in extra_cols)
     lines += [f"| client | {unit} median (min–max) | × lower bound | p50 µs | p99 µs | p99 × lower | client CPU µs/cycle | server CPU µs/cycle{extra} |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---:" + (" | ---:" if extra else "") + " |"]
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---:" + " | ---:" * len(extra_cols) + " |"]
     for c in clients:
         a = rows[c]
+        label = LABELS.get((wid, c), CLIENTS[c][0])
         if a is None:
             errs = [r.get("error", "") for r in records if r["client"] == c and r["workload"] == wid]
-            lines.append(f"| {CLIENTS[c][0]} | failed: {(errs or [''])[0][:80]} | | | | | | |" + (" |" if extra else ""))
+            lines.append(f"| {label} | failed: {(errs or [''])[0][:80]} | | | | | | |" + " |" * len(extra_cols))
             continue
         ratio = f"{a['cps'] / low['cps']:.2f}" if low and low["cps"] else "–"
         p99r = f"{a['p99'] / low['p99']:.2f}" if low and low["p99"] else "–"
         partial = f" (partial: {a['done']:,.0f}/{a['target']:,} in the time limit)" if a["partial"] else ""
         if a["crashes"]:
             partial += f" **crashed at exit in {a['crashes']}/{a['reps']} runs**"
-        row = (f"| {CLIENTS[c][0]} | {fmt_rate(a['cps'])} ({fmt_rate(a['min'])}–{fmt_rate(a['max'])}){partial} | "
+        row = (f"| {label} | {fmt_rate(a['cps'])} ({fmt_rate(a['min'])}–{fmt_rate(a['max'])}){partial} | "
                f"{ratio} | {a['p50']:,.0f} | {a['p99']:,.0f} | {p99r} | {a['cpu']:,.1f} | {a['srv']:,.1f} |")
-        if extra:
+        if with_redl:
             row += f" {a['cps'] / redl['cps']:.2f} |" if redl["cps"] else " – |"
+        if letter == "d":
+            row += f" {a['jain']:.3f} |" if a.get("jain") is not None else " – |"
         lines.append(row)
     return lines + [""], rows
 
@@ -311,6 +341,25 @@ def targets(aggs):
         ("(d) with a 2 ms hold: ironlock Node ≥ 20× node-redlock", r("dh", "ironlock-node", "node-redlock"), 20.0, "≥"),
         ("(d) with a 2 ms hold: ironlock Rust ≥ 20× node-redlock", r("dh", "ironlock-rust", "node-redlock"), 20.0, "≥"),
     ]
+    # Issue 12 item 5: fair mode of (d) with a 2 ms hold. The ideal FIFO wait is 16 × (hold +
+    # the client's own p50 lock+unlock cycle in (a) N = 5, measured in this run).
+    for c in ("ironlock-rust", "ironlock-node"):
+        fair = aggs.get("df", {}).get(c)
+        plain = aggs.get("dh", {}).get(c)
+        cycle = aggs.get("a5", {}).get(c)
+        redl = aggs.get("dh", {}).get("node-redlock")
+        name = CLIENTS[c][0]
+        ideal = 16 * (2000 + cycle["p50"]) if cycle else None
+        checks += [
+            (f"(d) fair, 2 ms hold: {name} p99 wait ≤ 3× the ideal FIFO wait (16 × (2 ms + p50 cycle))",
+             fair["p99"] / ideal if fair and ideal else None, 3.0, "≤"),
+            (f"(d) fair, 2 ms hold: node-redlock's p99 wait ≥ 10× {name}'s",
+             redl["p99"] / fair["p99"] if fair and redl and fair["p99"] else None, 10.0, "≥"),
+            (f"(d) fair, 2 ms hold: {name} throughput ≥ 0.9× its non-fair throughput",
+             fair["cps"] / plain["cps"] if fair and plain and plain["cps"] else None, 0.9, "≥"),
+            (f"(d) fair, 2 ms hold: {name} Jain's fairness index ≥ 0.99",
+             fair["jain"] if fair and fair.get("jain") is not None else None, 0.99, "≥"),
+        ]
     lines = ["| target | measured | met? |", "| --- | ---: | :---: |"]
     met_all = True
     for name, val, bound, op in checks:
@@ -340,7 +389,7 @@ def markdown(head, plan, records, clients, smoke):
         md += lines
     if not smoke:
         tl, _ = targets(aggs)
-        md += ["## Targets (issue 8 item 4; issue 11 item 5)", ""] + tl + [""]
+        md += ["## Targets (issue 8 item 4; issue 11 item 5; issue 12 item 5)", ""] + tl + [""]
     md += ["## Settings used", "",
            "- ironlock (every language): `restart_quarantine` off (the nodes are fresh, uptime 0); "
            "(a), (b), (d), (e): otherwise the defaults (retry_count 10, retry_delay 200 ms ± 100 ms, release "
@@ -436,7 +485,7 @@ def main():
                 if rep > (spec[6] if args.reps is None else args.reps):
                     continue
                 for c in clients:
-                    if c in PROFILE_ROWS and wid not in PROFILE_ROWS[c]:
+                    if not runs(c, wid):
                         continue
                     rec = run_one(c, wid, spec, urls, pids, rep, run_id, env)
                     records.append(rec)

@@ -31,6 +31,8 @@ function parseArgs() {
     else if (k === '--prefix') a.prefix = v
     else if (k === '--time-limit') a.timeLimit = Number(v)
     else if (k === '--hold-ms') a.holdMs = Number(v)
+    else if (k === '--fair') a.fair = v === '1' // ironlock: fair (FIFO) acquisition
+    else if (k === '--limit') a.limit = Number(v) // permits of a semaphore of this limit
     else fail(`unknown argument ${k}`)
   }
   if (!a.client || !a.workload || !a.urls) fail('--client, --workload and --urls are required')
@@ -54,10 +56,12 @@ async function makeClient(args) {
     const settings = { restartQuarantine: false }
     if (contended) settings.retryCount = 0
     const m = await LockManager.connect(args.urls, settings)
+    const options = args.fair ? { fair: true } : {}
     return {
       async acquire(key, ttl) {
         try {
-          return await m.acquire([key], ttl)
+          if (args.limit) return await m.semaphore(key, args.limit).acquire(ttl, options)
+          return await m.acquire([key], ttl, options)
         } catch (e) {
           if (e.code === 'CONTENDED' || e.code === 'UNAVAILABLE') throw new Refused(e.message)
           throw e
@@ -76,13 +80,16 @@ async function makeClient(args) {
     await Promise.all(clients.map((c) => c.quit()))
   }
   if (args.client === 'semaphore') {
-    // redis-semaphore: one RedlockMutex per key (its README); defaults except the ttl
-    // (lockTimeout) and, in (c), one attempt. Auto-refresh stays on as shipped.
-    const { RedlockMutex } = peers('redis-semaphore')
+    // redis-semaphore: one RedlockMutex (or, with --limit, RedlockSemaphore) per key (its
+    // README); defaults except the ttl (lockTimeout) and, in (c), one attempt. Auto-refresh
+    // stays on as shipped.
+    const { RedlockMutex, RedlockSemaphore } = peers('redis-semaphore')
     const opts = (ttl) => (contended ? { lockTimeout: ttl, acquireAttemptsLimit: 1 } : { lockTimeout: ttl })
     return {
       async acquire(key, ttl) {
-        const m = new RedlockMutex(clients, key, opts(ttl))
+        const m = args.limit
+          ? new RedlockSemaphore(clients, key, args.limit, opts(ttl))
+          : new RedlockMutex(clients, key, opts(ttl))
         try {
           await m.acquire()
         } catch (e) {
@@ -171,7 +178,7 @@ async function runContended(client, args, deadline, out) {
   let done = 0
   const key = `${args.prefix}:hot`
   const driverPause = args.workload === 'c'
-  const worker = async () => {
+  const worker = async (w) => {
     while (done < args.cycles && performance.now() < deadline) {
       const t0 = performance.now()
       for (;;) {
@@ -181,6 +188,7 @@ async function runContended(client, args, deadline, out) {
           await client.release(lock)
           done++
           out.ok++
+          out.perWorker[w]++
           out.lat.push((performance.now() - t0) * 1000)
           break
         } catch (e) {
@@ -192,7 +200,8 @@ async function runContended(client, args, deadline, out) {
       }
     }
   }
-  await Promise.all(Array.from({ length: args.concurrency }, worker))
+  out.perWorker = Array(args.concurrency).fill(0)
+  await Promise.all(Array.from({ length: args.concurrency }, (_, w) => worker(w)))
 }
 
 const pct = (s, p) => (s.length ? s[Math.round((s.length - 1) * p)] : 0)
@@ -234,6 +243,13 @@ async function main() {
   out.lat.sort((x, y) => x - y)
   line.p50_us = pct(out.lat, 0.5)
   line.p99_us = pct(out.lat, 0.99)
+  if (out.perWorker) {
+    // Jain's index (Σx)² / (n·Σx²): 1 when every worker got the same share.
+    const sum = out.perWorker.reduce((a, b) => a + b, 0)
+    const sq = out.perWorker.reduce((a, b) => a + b * b, 0)
+    line.jain = sq ? (sum * sum) / (out.perWorker.length * sq) : 0
+    line.per_worker = out.perWorker
+  }
   if (args.workload === 'e') {
     line.rss_base_kb = base
     line.rss_peak_kb = Math.max(process.resourceUsage().maxRSS, currentRssKb())

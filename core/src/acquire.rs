@@ -171,15 +171,20 @@ async fn acquire_kind<S: AsRef<str>>(
         let now = Instant::now();
         let last_round = now - round_started;
         if let (Some(w), Some(fair)) = (&watch, &request.fair) {
-            w.waiter.rank(fair.ticket());
+            w.waiter.rank(fair.ticket(), &request.token);
         }
         if round_no > retries || deadline.is_some_and(|d| now >= d) {
             return Err(give_up(cluster, &mut guard, started, err).await);
         }
         let mut pause = retry_pause(&cluster.config);
         if let Some(fair) = &request.fair {
-            // Each round is also the waiter's heartbeat: at least two per queue timeout.
+            // Each round is also the waiter's heartbeat: at least two per queue timeout. The
+            // waiter next in line also checks often: a release wakes it, and this bounds what a
+            // lost wake-up (or a holder that expired instead of releasing) costs the queue.
             pause = pause.min(fair.timeout / 2);
+            if fair.is_next(request.quorum) {
+                pause = pause.min(NEXT_POLL);
+            }
         }
         let mut last_chance = false;
         if let Some(d) = deadline {
@@ -195,7 +200,7 @@ async fn acquire_kind<S: AsRef<str>>(
                 .notifier
                 .watch(keys.iter().map(|k| scripts::release_channel(k)).collect());
             if let Some(fair) = &request.fair {
-                w.waiter.rank(fair.ticket());
+                w.waiter.rank(fair.ticket(), &request.token);
             }
             w
         });
@@ -289,10 +294,7 @@ async fn acquire_round(
                         if granted == 1 {
                             Reply::Yes(why.max(0) as u64)
                         } else {
-                            if why == 1 {
-                                fair.behind
-                                    .store(true, std::sync::atomic::Ordering::Release);
-                            }
+                            fair.refused(why);
                             Reply::No
                         }
                     }
@@ -576,6 +578,8 @@ struct Fair {
     ticket: std::sync::atomic::AtomicU64,
     /// A node refused because an earlier ticket was in line (not only because of a holder).
     behind: AtomicBool,
+    /// Nodes of the last round on which the waiter headed the queue behind the holder.
+    next_on: std::sync::atomic::AtomicUsize,
 }
 
 impl Fair {
@@ -589,7 +593,25 @@ impl Fair {
             timeout,
             ticket: std::sync::atomic::AtomicU64::new(0),
             behind: AtomicBool::new(false),
+            next_on: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Notes a node's refusal: 0 = held, and this waiter is next; 1 = free, but earlier tickets
+    /// wait; 2 = held, and earlier tickets wait.
+    fn refused(&self, why: i64) {
+        use std::sync::atomic::Ordering::AcqRel;
+        if why == 0 {
+            self.next_on.fetch_add(1, AcqRel);
+        } else {
+            self.behind
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Whether a quorum of the last round's nodes had this waiter next in line (resets).
+    fn is_next(&self, quorum: usize) -> bool {
+        self.next_on.swap(0, std::sync::atomic::Ordering::AcqRel) >= quorum
     }
 
     fn was_behind(&self) -> bool {
@@ -697,6 +719,9 @@ impl Drop for CancelGuard {
         });
     }
 }
+
+/// The longest pause of the fair waiter next in line between two rounds.
+const NEXT_POLL: Duration = Duration::from_millis(20);
 
 /// The longest random pause between a release wake-up and the next round (the pause is also at
 /// most two of the waiter's own rounds: on a fast network the spread stays short).

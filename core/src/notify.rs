@@ -27,6 +27,9 @@ pub(crate) struct Waiter {
     woken: AtomicBool,
     /// A fair waiter's ticket (0: not fair, or no ticket yet).
     ticket: AtomicU64,
+    /// A fair waiter's token: equal tickets are ordered by token, as the nodes' sorted sets
+    /// order them (by member, bytewise).
+    token: std::sync::OnceLock<String>,
     pub(crate) notify: Notify,
 }
 
@@ -36,8 +39,10 @@ impl Waiter {
         self.notify.notify_one();
     }
 
-    /// Records a fair waiter's ticket: wake-ups go to the smallest.
-    pub(crate) fn rank(&self, ticket: u64) {
+    /// Records a fair waiter's ticket and token: wake-ups go to the smallest (ticket, token),
+    /// the head of the nodes' queues.
+    pub(crate) fn rank(&self, ticket: u64, token: &str) {
+        self.token.get_or_init(|| token.to_owned());
         self.ticket.store(ticket, Ordering::Release);
     }
 
@@ -65,7 +70,7 @@ impl Channel {
             .waiters
             .iter()
             .filter(|w| ticket(w) > 0)
-            .min_by_key(|w| ticket(w))
+            .min_by_key(|w| (ticket(w), w.token.get().map(String::as_bytes)))
         {
             w.wake();
         }
@@ -149,6 +154,7 @@ impl Notifier {
                 id: ch.next_id,
                 woken: AtomicBool::new(false),
                 ticket: AtomicU64::new(0),
+                token: std::sync::OnceLock::new(),
                 notify: Notify::new(),
             });
             for c in &channels {

@@ -292,8 +292,10 @@ macro_rules! fair_lua {
 /// AND the token heads every queue; a grant leaves the queues.
 /// ARGV: token, ttl_ms, queue timeout (ms), n, fencing (0/1), ticket (0: take the next one
 /// here: above this node's counter and at least ARGV[7]), the client's clock in µs.
-/// Returns `{1, max_fence_counter, ticket}` when set, `{0, 0, ticket}` when another token holds
-/// a key, `{0, 1, ticket}` when an earlier ticket is waiting.
+/// Returns `{1, max_fence_counter, ticket}` when set; `{0, 0, ticket}` when another token holds
+/// a key and the token heads every queue (it is next); `{0, 2, ticket}` when another token holds
+/// a key and earlier tickets wait too; `{0, 1, ticket}` when the keys are free but an earlier
+/// ticket is waiting.
 pub const FAIR_ACQUIRE_SOURCE: &str = fair_lua!(
     r#"
 local ticket = tonumber(ARGV[6])
@@ -308,13 +310,18 @@ for i = 1, n do
   sweep(i)
   join(i, ticket)
 end
+local head = true
+for i = 1, n do
+  if redis.call('ZRANGE', KEYS[n + i], 0, 0)[1] ~= ARGV[1] then head = false end
+end
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
-  if v and v ~= ARGV[1] then return {0, 0, ticket} end
+  if v and v ~= ARGV[1] then
+    if head then return {0, 0, ticket} end
+    return {0, 2, ticket}
+  end
 end
-for i = 1, n do
-  if redis.call('ZRANGE', KEYS[n + i], 0, 0)[1] ~= ARGV[1] then return {0, 1, ticket} end
-end
+if not head then return {0, 1, ticket} end
 local fence = 0
 for i = 1, n do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
@@ -395,8 +402,12 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local ttl = tonumber(ARGV[2])
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   local held = redis.call('ZCARD', KEYS[1])
-  if held >= tonumber(ARGV[8]) then return {0, 0, ticket} end
-  if held + redis.call('ZRANK', KEYS[2], ARGV[1]) >= tonumber(ARGV[8]) then return {0, 1, ticket} end
+  local ahead = redis.call('ZRANK', KEYS[2], ARGV[1])
+  if held >= tonumber(ARGV[8]) then
+    if ahead == 0 then return {0, 0, ticket} end
+    return {0, 2, ticket}
+  end
+  if held + ahead >= tonumber(ARGV[8]) then return {0, 1, ticket} end
 end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end

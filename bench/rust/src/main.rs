@@ -27,6 +27,10 @@ struct Args {
     time_limit: f64,
     /// (c)/(d): hold each grant this long before releasing it.
     hold: Duration,
+    /// ironlock only: fair (FIFO) acquisition (`--fair 1`).
+    fair: bool,
+    /// ironlock only: permits of a semaphore of this limit instead of the lock (`--limit K`).
+    limit: Option<u32>,
 }
 
 fn parse_args() -> Args {
@@ -39,6 +43,8 @@ fn parse_args() -> Args {
         prefix: format!("bench:{}", std::process::id()),
         time_limit: 30.0,
         hold: Duration::ZERO,
+        fair: false,
+        limit: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -58,6 +64,8 @@ fn parse_args() -> Args {
                     v.parse::<f64>().unwrap_or_else(|_| fail("--hold-ms")) / 1000.0,
                 )
             }
+            "--fair" => a.fair = v == "1",
+            "--limit" => a.limit = Some(v.parse().unwrap_or_else(|_| fail("--limit"))),
             _ => fail(&format!("unknown argument {k}")),
         }
     }
@@ -229,7 +237,8 @@ impl Lower {
 
 enum Client {
     Lower(Lower),
-    Iron(ironlock::LockManager),
+    /// The manager, fair acquisition, and a semaphore limit (permits instead of the lock).
+    Iron(ironlock::LockManager, bool, Option<u32>),
     Rs(rslock::LockManager),
 }
 
@@ -254,7 +263,7 @@ impl Client {
                     cfg = cfg.retry_count(0);
                 }
                 match ironlock::LockManager::new(cfg).await {
-                    Ok(m) => Client::Iron(m),
+                    Ok(m) => Client::Iron(m, args.fair, args.limit),
                     Err(e) => fail(&format!("ironlock: {e}")),
                 }
             }
@@ -276,7 +285,14 @@ impl Client {
                 .acquire(key, ttl_ms)
                 .await
                 .map(|t| Held::Lower(key.to_owned(), t))),
-            Client::Iron(m) => match m.acquire(&[key], Duration::from_millis(ttl_ms)).await {
+            Client::Iron(m, fair, limit) => match {
+                let ttl = Duration::from_millis(ttl_ms);
+                let options = ironlock::AcquireOptions::default().fair(*fair);
+                match limit {
+                    Some(k) => m.semaphore(key, *k).acquire_with(ttl, options).await,
+                    None => m.acquire_with(&[key], ttl, options).await,
+                }
+            } {
                 Ok(lock) => Ok(Some(Held::Iron(lock))),
                 Err(e) if matches!(e.kind(), ironlock::ErrorKind::Contended) => Ok(None),
                 Err(e) => Err(e.to_string()),
@@ -309,6 +325,8 @@ struct Outcome {
     failed: usize,
     lat_us: Vec<u32>,
     first_error: Option<String>,
+    /// (c), (d): each worker's successful acquisitions (for Jain's fairness index).
+    per_worker: Vec<usize>,
 }
 
 fn cpu_us() -> f64 {
@@ -432,6 +450,7 @@ async fn merge(tasks: Vec<tokio::task::JoinHandle<Outcome>>) -> Outcome {
     let mut all = Outcome::default();
     for t in tasks {
         let o = t.await.expect("bench task panicked");
+        all.per_worker.push(o.ok);
         all.ok += o.ok;
         all.failed += o.failed;
         all.lat_us.extend(o.lat_us);
@@ -554,6 +573,23 @@ fn main() {
         );
         if let Some((base, peak)) = rss {
             line.push_str(&format!(",\"rss_base_kb\":{base},\"rss_peak_kb\":{peak}"));
+        }
+        if matches!(args.workload.as_str(), "c" | "d") && !out.per_worker.is_empty() {
+            // Jain's index (Σx)² / (n·Σx²): 1 when every worker got the same share.
+            let sum: f64 = out.per_worker.iter().map(|&x| x as f64).sum();
+            let sq: f64 = out.per_worker.iter().map(|&x| (x as f64).powi(2)).sum();
+            let jain = if sq > 0.0 { sum * sum / (out.per_worker.len() as f64 * sq) } else { 0.0 };
+            line.push_str(&format!(",\"jain\":{jain:.4},\"per_worker\":{:?}", out.per_worker));
+        }
+        if let Client::Iron(m, ..) = &*client {
+            // Where the rounds go (warm-up included): rounds and wake-ups per grant.
+            let st = m.stats();
+            let per = |x: u64| x as f64 / st.granted.max(1) as f64;
+            line.push_str(&format!(
+                ",\"rounds_per_grant\":{:.2},\"wakeups_per_grant\":{:.2}",
+                per(st.rounds),
+                per(st.wakeups)
+            ));
         }
         if let Some(e) = &out.first_error {
             line.push_str(&format!(",\"error\":{:?}", e));
