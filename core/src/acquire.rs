@@ -159,7 +159,7 @@ async fn acquire_kind<S: AsRef<str>>(
                         let req = request.clone();
                         cluster
                             .rt
-                            .spawn(async move { req.leave_queue(&rest, Leave::Dequeue).await });
+                            .spawn(async move { req.leave_queue(&rest, QueueOp::Dequeue).await });
                     }
                 }
                 cluster.stats.note(Event::Granted);
@@ -236,7 +236,7 @@ async fn give_up(
     if guard.request.fair.is_some() {
         guard
             .request
-            .leave_queue(&cluster.nodes, Leave::Leave)
+            .leave_queue(&cluster.nodes, QueueOp::Leave)
             .await;
     }
     guard.armed = false;
@@ -385,7 +385,7 @@ async fn acquire_round(
     if !rollback.is_empty() {
         if req.fair.is_some() {
             // Undo the keys but keep our place in line.
-            req.leave_queue(&rollback, Leave::Requeue).await;
+            req.leave_queue(&rollback, QueueOp::Requeue).await;
         } else {
             release_on(&rollback, req.kind, q, &req.keys, &req.token, false).await;
         }
@@ -534,8 +534,8 @@ impl AcquireRequest {
         }
     }
 
-    /// Sends a [`Leave`] of this request's queue entries to `nodes` and waits for the round.
-    async fn leave_queue(&self, nodes: &[Arc<Node>], mode: Leave) {
+    /// Sends a [`QueueOp`] of this request's queue entries to `nodes` and waits for the round.
+    async fn leave_queue(&self, nodes: &[Arc<Node>], mode: QueueOp) {
         let Some(fair) = &self.fair else { return };
         let cmd = Arc::new(fair.leave_cmd(self, mode));
         quorum::run(
@@ -559,7 +559,7 @@ impl AcquireRequest {
 
 /// What [`scripts::FAIR_LEAVE_SOURCE`] does with a waiter's queue entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Leave {
+enum QueueOp {
     /// The rollback of a failed round: the keys go, the place in line stays.
     Requeue,
     /// A waiter that gives up or is cancelled: the keys and the queue entries go.
@@ -666,13 +666,13 @@ impl Fair {
         scripts::evalsha(script, &keys, &args)
     }
 
-    fn leave_cmd(&self, req: &AcquireRequest, mode: Leave) -> redis::Cmd {
+    fn leave_cmd(&self, req: &AcquireRequest, mode: QueueOp) -> redis::Cmd {
         let n = req.keys.len().to_string();
         let ticket = self.ticket().to_string();
         let mode = match mode {
-            Leave::Requeue => "requeue",
-            Leave::Leave => "leave",
-            Leave::Dequeue => "dequeue",
+            QueueOp::Requeue => "requeue",
+            QueueOp::Leave => "leave",
+            QueueOp::Dequeue => "dequeue",
         };
         let kind = match req.kind {
             Kind::Lock => "lock",
@@ -704,7 +704,7 @@ impl Drop for CancelGuard {
         let (cluster, req) = (self.cluster.clone(), self.request.clone());
         self.cluster.rt.spawn(async move {
             if req.fair.is_some() {
-                req.leave_queue(&cluster.nodes, Leave::Leave).await;
+                req.leave_queue(&cluster.nodes, QueueOp::Leave).await;
                 return;
             }
             release_on(

@@ -291,7 +291,7 @@ macro_rules! fair_lua {
 /// with its ticket, then sets every lock key with `PX ttl` only when every key is free (or ours)
 /// AND the token heads every queue; a grant leaves the queues.
 /// ARGV: token, ttl_ms, queue timeout (ms), n, fencing (0/1), ticket (0: take the next one
-/// here: above this node's counter and at least ARGV[7]), the client's clock in µs.
+/// here: above this node's counter and at least ARGV\[7\]), the client's clock in µs.
 /// Returns `{1, max_fence_counter, ticket}` when set; `{0, 0, ticket}` when another token holds
 /// a key and the token heads every queue (it is next); `{0, 2, ticket}` when another token holds
 /// a key and earlier tickets wait too; `{0, 1, ticket}` when the keys are free but an earlier
@@ -348,6 +348,7 @@ pub(crate) static FAIR_ACQUIRE: LazyLock<Script> =
 ///   of the semaphore) and out of the queues; when it headed a queue, announces on that key's
 ///   release channel so that the next waiter tries at once;
 /// - `dequeue` (after a grant, on the nodes that did not grant): removes the queue entries only.
+///
 /// Returns how many queue entries it removed or wrote.
 pub const FAIR_LEAVE_SOURCE: &str = fair_lua!(
     r#"

@@ -293,6 +293,7 @@ impl LockManager {
 
     /// Acquires `resources` (a name or a list of names) for `ttl` seconds; raises on failure.
     #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None, fair = None))]
+    #[allow(clippy::too_many_arguments)]
     fn acquire(
         slf: PyRef<'_, Self>,
         py: Python<'_>,
@@ -379,6 +380,7 @@ impl AsyncLockManager {
     /// Acquires `resources` (a name or a list of names) for `ttl` seconds; raises on failure.
     /// Cancelling the awaiting task leaves no key behind.
     #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None, fair = None))]
+    #[allow(clippy::too_many_arguments)]
     fn acquire<'py>(
         slf: PyRef<'py, Self>,
         py: Python<'py>,
