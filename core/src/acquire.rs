@@ -176,13 +176,24 @@ async fn acquire_kind<S: AsRef<str>>(
         if round_no > retries || deadline.is_some_and(|d| now >= d) {
             return Err(give_up(cluster, &mut guard, started, err).await);
         }
+        // Subscribe once we know we have to wait; a release then ends the pause early.
+        let w = watch.get_or_insert_with(|| {
+            let w = cluster
+                .notifier
+                .watch(keys.iter().map(|k| scripts::release_channel(k)).collect());
+            if let Some(fair) = &request.fair {
+                w.waiter.rank(fair.ticket(), &request.token);
+            }
+            w
+        });
         let mut pause = retry_pause(&cluster.config);
         if let Some(fair) = &request.fair {
             // Each round is also the waiter's heartbeat: at least two per queue timeout. The
-            // waiter next in line also checks often: a release wakes it, and this bounds what a
-            // lost wake-up (or a holder that expired instead of releasing) costs the queue.
+            // waiter next in line (the nodes said so, or it leads this process's line) also
+            // checks often: a release wakes it, and this bounds what a lost wake-up (or a
+            // holder that expired instead of releasing) costs the queue.
             pause = pause.min(fair.timeout / 2);
-            if fair.is_next(request.quorum) {
+            if fair.is_next(request.quorum) || w.leads() {
                 pause = pause.min(NEXT_POLL);
             }
         }
@@ -194,16 +205,6 @@ async fn acquire_kind<S: AsRef<str>>(
                 last_chance = true;
             }
         }
-        // Subscribe once we know we have to wait; a release then ends the pause early.
-        let w = watch.get_or_insert_with(|| {
-            let w = cluster
-                .notifier
-                .watch(keys.iter().map(|k| scripts::release_channel(k)).collect());
-            if let Some(fair) = &request.fair {
-                w.waiter.rank(fair.ticket(), &request.token);
-            }
-            w
-        });
         tokio::select! {
             _ = tokio::time::sleep(pause) => {
                 if last_chance {

@@ -249,6 +249,37 @@ impl Notifier {
 }
 
 impl Watch {
+    /// Whether this fair waiter has the smallest (ticket, token) of this manager's fair waiters
+    /// on every one of its channels: the one a release wakes, next in line unless a waiter of
+    /// another process is ahead.
+    pub(crate) fn leads(&self) -> bool {
+        let mine = self.waiter.ticket.load(Ordering::Acquire);
+        if mine == 0 {
+            return false;
+        }
+        fn key(w: &Waiter) -> (u64, Option<&str>) {
+            (
+                w.ticket.load(Ordering::Acquire),
+                w.token.get().map(String::as_str),
+            )
+        }
+        let me = key(&self.waiter);
+        let ch = self
+            .notifier
+            .channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.channels.iter().all(|c| {
+            ch.channels.get(c).is_some_and(|channel| {
+                channel
+                    .waiters
+                    .iter()
+                    .filter(|w| w.id != self.waiter.id && w.ticket.load(Ordering::Acquire) > 0)
+                    .all(|w| key(w) > me)
+            })
+        })
+    }
+
     /// Counts a wake-up that ended a wait early.
     pub(crate) fn record_wakeup(&self) {
         self.notifier.wakeups.fetch_add(1, Ordering::Relaxed);
