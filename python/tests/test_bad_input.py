@@ -130,7 +130,8 @@ def test_settings_accept_timedelta_and_every_spec_name(cluster3: Cluster, name: 
         retry_count=2, retry_delay=timedelta(milliseconds=20), retry_jitter=0.01,
         drift_factor=0.01, drift_constant=0.002, node_timeout=0.1, connect_timeout=1,
         max_ttl=30, restart_quarantine=False, reseat=True, key_prefix="pfx:", min_validity=0.0,
-        max_extensions=None, extension_threshold=timedelta(seconds=1),
+        max_extensions=None, extension_threshold=timedelta(seconds=1), fair=False,
+        queue_timeout=timedelta(milliseconds=500),
     )
     assert sorted(settings) == sorted(ironlock._native.SETTINGS)
     m = ironlock.LockManager(cluster3.urls, **settings)

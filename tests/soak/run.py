@@ -264,8 +264,8 @@ def run_lang(lang: str, argv: List[str], extra_env: Dict[str, str], h: Harness,
         while not stop_sampling.wait(args.sample):
             try:
                 samples.append(sample(pid))
-            except OSError:
-                return
+            except (OSError, KeyError):
+                return  # the worker exited (a zombie's status has no VmRSS)
 
     threading.Thread(target=sampler, daemon=True).start()
     try:
