@@ -121,7 +121,9 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
         self._guard = threading.Lock()
 
     def _take(self, **how: Any) -> _native.Lock:
-        lock = self._manager.acquire(self._resources, self._ttl, fencing=self._fencing, fair=self._fair, **how)
+        lock = self._manager.acquire(
+            self._resources, self._ttl, fencing=self._fencing, fair=self._fair, **how
+        )
         keeper = lock.keep_alive() if self._auto_extend else None
         with self._guard:
             self._lock, self._keeper = lock, keeper
@@ -248,8 +250,8 @@ class LockManager(_native.LockManager):
     ``LockManager(nodes=None, *, retry_count=10, retry_delay=0.2, retry_jitter=0.1,
     drift_factor=0.01, drift_constant=0.002, node_timeout=0.05, connect_timeout=1.0,
     max_ttl=60.0, restart_quarantine=True, reseat=True, key_prefix="", min_validity=0.0,
-    max_extensions=None, extension_threshold=None, fair=False, queue_timeout=None)`` — durations in float seconds or
-    ``datetime.timedelta``. ``nodes``: a list of URLs, of mappings with redis-py's keywords
+    max_extensions=None, extension_threshold=None, fair=False, queue_timeout=None)`` — durations
+    in float seconds or ``datetime.timedelta``. ``nodes``: a list of URLs, of mappings with redis-py's keywords
     (``host``, ``port``, ``username``, ``password``, ``db``, ``ssl``, ``unix_socket_path``) or of
     ``redis.Redis`` clients (their settings are read; ironlock keeps its own connections), or
     one comma-separated str; None: ``IRONLOCK_NODES``, then ``REDIS_URL``. The constructor
