@@ -213,7 +213,9 @@ def growth(r: Result, what: str, a: Sample, b: Sample, rss: bool) -> str:
                 % (what, b.rss_kb - a.rss_kb, RSS_LIMIT_KB))
     # No growth (a count that went down, e.g. an idle pool thread that retired, is no leak).
     r.check(b.fds <= a.fds, "%s: open fds %d -> %d" % (what, a.fds, b.fds))
-    r.check(b.threads <= a.threads, "%s: threads %d -> %d" % (what, a.threads, b.threads))
+    # One thread more is a late pool thread (asyncio's executor, the blocking pool), not a leak:
+    # a leak per manager or per cycle shows as hundreds here (300 managers, 20,000 cycles).
+    r.check(b.threads <= a.threads + 1, "%s: threads %d -> %d" % (what, a.threads, b.threads))
     return "%+.2f MB, %+d fds, %+d thr" % ((b.rss_kb - a.rss_kb) / 1024, b.fds - a.fds,
                                            b.threads - a.threads)
 
