@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,24 @@ fn wait_queued(cluster: &ironlock_harness::Cluster, key: &str, n: usize) {
     }
 }
 
+/// `ironlock run` holding `key` (plain) until the file `go` exists; returns once it holds.
+fn hold_until(urls: &[String], key: &str, held: &Path, go: &Path) -> Child {
+    let holder = spawn(ironlock(urls).args([
+        "run",
+        "--ttl",
+        "10",
+        key,
+        "-c",
+        &format!(
+            "touch {}; while [ ! -f {} ]; do sleep 0.01; done",
+            held.display(),
+            go.display()
+        ),
+    ]));
+    wait_for_file(held, LIMIT, |_| true);
+    holder
+}
+
 fn fair_waiter(urls: &[String], key: &str, script: &str) -> Child {
     spawn(ironlock(urls).args(["run", "--fair", "--ttl", "5", key, "-c", script]))
 }
@@ -56,19 +75,7 @@ fn a_killed_head_delays_the_queue_by_at_most_the_queue_timeout() {
         dir.join("second"),
     );
     let key = unique("fair");
-    let holder = spawn(ironlock(&urls).args([
-        "run",
-        "--ttl",
-        "10",
-        &key,
-        "-c",
-        &format!(
-            "touch {}; while [ ! -f {} ]; do sleep 0.01; done",
-            held.display(),
-            go.display()
-        ),
-    ]));
-    wait_for_file(&held, LIMIT, |_| true);
+    let holder = hold_until(&urls, &key, &held, &go);
     let mut head = fair_waiter(&urls, &key, &format!("echo head >> {}", order.display()));
     wait_queued(&cluster, &key, 1);
     let next = fair_waiter(
@@ -114,19 +121,7 @@ fn fair_commands_run_in_the_order_they_queued() {
     let dir = temp_dir();
     let (held, go, order) = (dir.join("held"), dir.join("go"), dir.join("order"));
     let key = unique("fair");
-    let holder = spawn(ironlock(&urls).args([
-        "run",
-        "--ttl",
-        "10",
-        &key,
-        "-c",
-        &format!(
-            "touch {}; while [ ! -f {} ]; do sleep 0.01; done",
-            held.display(),
-            go.display()
-        ),
-    ]));
-    wait_for_file(&held, LIMIT, |_| true);
+    let holder = hold_until(&urls, &key, &held, &go);
     let mut waiters = Vec::new();
     for w in 0..4 {
         waiters.push(fair_waiter(

@@ -1,7 +1,7 @@
 //! Acquire: the retry loop with release wake-ups, one round (votes, drift, validity, fencing),
 //! and the rollback of a failed or cancelled round.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -576,11 +576,11 @@ struct Fair {
     /// The lock keys, their queue keys, heartbeat keys and ticket counter keys.
     keys: Vec<String>,
     timeout: Duration,
-    ticket: std::sync::atomic::AtomicU64,
+    ticket: AtomicU64,
     /// A node refused because an earlier ticket was in line (not only because of a holder).
     behind: AtomicBool,
     /// Nodes of the last round on which the waiter headed the queue behind the holder.
-    next_on: std::sync::atomic::AtomicUsize,
+    next_on: AtomicUsize,
 }
 
 impl Fair {
@@ -592,41 +592,38 @@ impl Fair {
         Fair {
             keys: all,
             timeout,
-            ticket: std::sync::atomic::AtomicU64::new(0),
+            ticket: AtomicU64::new(0),
             behind: AtomicBool::new(false),
-            next_on: std::sync::atomic::AtomicUsize::new(0),
+            next_on: AtomicUsize::new(0),
         }
     }
 
     /// Notes a node's refusal: 0 = held, and this waiter is next; 1 = free, but earlier tickets
     /// wait; 2 = held, and earlier tickets wait.
     fn refused(&self, why: i64) {
-        use std::sync::atomic::Ordering::AcqRel;
         if why == 0 {
-            self.next_on.fetch_add(1, AcqRel);
+            self.next_on.fetch_add(1, Ordering::AcqRel);
         } else {
-            self.behind
-                .store(true, std::sync::atomic::Ordering::Release);
+            self.behind.store(true, Ordering::Release);
         }
     }
 
     /// Whether a quorum of the last round's nodes had this waiter next in line (resets).
     fn is_next(&self, quorum: usize) -> bool {
-        self.next_on.swap(0, std::sync::atomic::Ordering::AcqRel) >= quorum
+        self.next_on.swap(0, Ordering::AcqRel) >= quorum
     }
 
     fn was_behind(&self) -> bool {
-        self.behind.swap(false, std::sync::atomic::Ordering::AcqRel)
+        self.behind.swap(false, Ordering::AcqRel)
     }
 
     fn ticket(&self) -> u64 {
-        self.ticket.load(std::sync::atomic::Ordering::Acquire)
+        self.ticket.load(Ordering::Acquire)
     }
 
     fn saw_ticket(&self, ticket: i64) {
         if ticket > 0 {
-            self.ticket
-                .fetch_max(ticket as u64, std::sync::atomic::Ordering::AcqRel);
+            self.ticket.fetch_max(ticket as u64, Ordering::AcqRel);
         }
     }
 

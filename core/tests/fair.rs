@@ -34,7 +34,57 @@ async fn on_every_node(n: usize, what: &str, pred: impl Fn(usize) -> bool) {
     panic!("not on every node within 2 s: {what}");
 }
 
-/// Asserts that no queue, heartbeat or ticket key of `key` is left on any node.
+/// Fair waiters that queued one after another, each with its own manager.
+struct Line {
+    order: Arc<Mutex<Vec<usize>>>,
+    waiters: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Line {
+    /// Starts `n` waiters on `resource` one after another, each once the one before it is in
+    /// line on every node (`queue`'s key: the lock or semaphore key); each acquires with
+    /// `take(its manager, resource)`, notes its turn, holds `hold` and releases.
+    async fn queue_up<F, Fut>(
+        c: &Cluster,
+        cfg: &Config,
+        (resource, queue): (&str, &str),
+        n: usize,
+        hold: Duration,
+        take: F,
+    ) -> Line
+    where
+        F: Fn(LockManager, String) -> Fut,
+        Fut: std::future::Future<Output = ironlock::Result<ironlock::Lock>> + Send + 'static,
+    {
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for w in 0..n {
+            let m = LockManager::new(cfg.clone()).await.unwrap();
+            let (attempt, order) = (take(m, resource.to_owned()), order.clone());
+            waiters.push(tokio::spawn(async move {
+                let lock = attempt.await.unwrap_or_else(|e| panic!("waiter {w}: {e}"));
+                order.lock().unwrap().push(w);
+                tokio::time::sleep(hold).await;
+                assert!(lock.release().await.held, "waiter {w}");
+            }));
+            on_every_node(3, &format!("waiter {w} in line"), |i| {
+                queued(c, i, queue) == w + 1
+            })
+            .await;
+        }
+        Line { order, waiters }
+    }
+
+    /// The waiters' numbers in the order they were granted, once every one has finished.
+    async fn grants(self) -> Vec<usize> {
+        for w in self.waiters {
+            tokio::time::timeout(30 * SEC, w).await.unwrap().unwrap();
+        }
+        self.order.lock().unwrap().clone()
+    }
+}
+
+/// Asserts (bounded wait) that no queue or heartbeat key of `key` is left on any node.
 async fn no_queue_left(c: &Cluster, n: usize, key: &str) {
     on_every_node(n, &format!("{key}: queue keys gone"), |i| {
         c.command(
@@ -60,30 +110,12 @@ async fn grants_follow_the_order_in_which_eight_waiters_queued() {
     let name = unique("fair");
     let holder_m = LockManager::new(cfg.clone()).await.unwrap();
     let holder = holder_m.acquire(&[&name], 10 * SEC).await.unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut waiters = Vec::new();
-    for w in 0..8usize {
-        let m = LockManager::new(cfg.clone()).await.unwrap();
-        let (name2, order) = (name.clone(), order.clone());
-        waiters.push(tokio::spawn(async move {
-            let lock = m
-                .acquire_with(&[&name2], 5 * SEC, fair_wait(20 * SEC))
-                .await
-                .unwrap_or_else(|e| panic!("waiter {w}: {e}"));
-            order.lock().unwrap().push(w);
-            tokio::time::sleep(ms(15)).await;
-            assert!(lock.release().await.held, "waiter {w}");
-        }));
-        on_every_node(3, &format!("waiter {w} in line"), |i| {
-            queued(&c, i, &name) == w + 1
-        })
-        .await;
-    }
+    let line = Line::queue_up(&c, &cfg, (&name, &name), 8, ms(15), |m, name| async move {
+        m.acquire_with(&[&name], 5 * SEC, fair_wait(20 * SEC)).await
+    })
+    .await;
     assert!(holder.release().await.held);
-    for w in waiters {
-        tokio::time::timeout(30 * SEC, w).await.unwrap().unwrap();
-    }
-    assert_eq!(*order.lock().unwrap(), (0..8).collect::<Vec<_>>());
+    assert_eq!(line.grants().await, (0..8).collect::<Vec<_>>());
     no_queue_left(&c, 3, &name).await;
 }
 
@@ -295,34 +327,17 @@ async fn a_fair_semaphore_admits_in_order() {
     let sem = m.semaphore(name.clone(), 2);
     let a = sem.acquire(10 * SEC).await.unwrap();
     let b = sem.acquire(10 * SEC).await.unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut waiters = Vec::new();
-    for w in 0..4usize {
-        let m = LockManager::new(cfg.clone()).await.unwrap();
-        let (name, order) = (name.clone(), order.clone());
-        waiters.push(tokio::spawn(async move {
-            let p = m
-                .semaphore(name, 2)
-                .acquire_with(5 * SEC, fair_wait(20 * SEC))
-                .await
-                .unwrap_or_else(|e| panic!("waiter {w}: {e}"));
-            order.lock().unwrap().push(w);
-            // Permits free up one at a time, 150 ms apart (see below): one grant at a time.
-            tokio::time::sleep(ms(300)).await;
-            assert!(p.release().await.held, "waiter {w}");
-        }));
-        on_every_node(3, &format!("waiter {w} in line"), |i| {
-            queued(&c, i, &key) == w + 1
-        })
-        .await;
-    }
+    // Permits free up one at a time, 150 ms apart, and each is held 300 ms: one grant at a time.
+    let line = Line::queue_up(&c, &cfg, (&name, &key), 4, ms(300), |m, name| async move {
+        m.semaphore(name, 2)
+            .acquire_with(5 * SEC, fair_wait(20 * SEC))
+            .await
+    })
+    .await;
     assert!(a.release().await.held);
     tokio::time::sleep(ms(150)).await;
     assert!(b.release().await.held);
-    for w in waiters {
-        tokio::time::timeout(30 * SEC, w).await.unwrap().unwrap();
-    }
-    assert_eq!(*order.lock().unwrap(), (0..4).collect::<Vec<_>>());
+    assert_eq!(line.grants().await, (0..4).collect::<Vec<_>>());
     no_queue_left(&c, 3, &key).await;
 }
 

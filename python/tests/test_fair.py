@@ -113,33 +113,30 @@ def test_a_waiter_that_gives_up_leaves_no_entry_and_bad_input_names_fair(
 
 
 def test_asyncio_fair_lock_and_semaphore(cluster3: Cluster, name: str) -> None:
+    async def in_line(n: int) -> bool:
+        """Polls (bounded, without blocking the loop) until `n` waiters are in line."""
+        for _ in range(400):
+            if queued(cluster3, name, n):
+                return True
+            await asyncio.sleep(0.005)
+        return False
+
     async def main() -> None:
         m = await ironlock.AsyncLockManager.connect(cluster3.urls, **settings())
         holder = await m.acquire(name, 10.0)
         waiter = asyncio.ensure_future(m.acquire(name, 5.0, wait=10.0, fair=True))
-        for _ in range(400):
-            if queued(cluster3, name, 1):
-                break
-            await asyncio.sleep(0.005)
-        assert queued(cluster3, name, 1)
+        assert await in_line(1)
         await holder.release()
         lock = await asyncio.wait_for(waiter, 10.0)
         await lock.release()
         # A cancelled fair waiter leaves the line.
         holder = await m.acquire(name, 10.0)
         waiter = asyncio.ensure_future(m.acquire(name, 5.0, wait=10.0, fair=True))
-        for _ in range(400):
-            if queued(cluster3, name, 1):
-                break
-            await asyncio.sleep(0.005)
+        assert await in_line(1)
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
-        for _ in range(400):
-            if queued(cluster3, name, 0):
-                break
-            await asyncio.sleep(0.005)
-        assert queued(cluster3, name, 0)
+        assert await in_line(0)
         await holder.release()
         async with m.semaphore(name, 2, ttl=5.0, fair=True) as permit:
             assert permit.valid and permit.resources == [name]
