@@ -81,7 +81,7 @@ export declare class NativeManager {
    * starts connecting to every node without blocking the event loop. `complete(id, error,
    * value)` settles the calls that take an `id` (see `complete.rs`).
    */
-  constructor(nodes: Array<string>, settings: Settings | undefined | null, complete: (id: number, error: string | null, value: unknown) => void)
+  constructor(nodes: Array<string>, settings: Record<string, unknown> | undefined | null, complete: (id: number, error: string | null, value: unknown) => void)
   /**
    * Acquires `resources` for `ttl_ms` and settles `id` with a `NativeLock`, or with CONTENDED
    * / UNAVAILABLE / … or, when `cancel` fires first, ABORTED (any key already set is released
@@ -195,59 +195,6 @@ export declare function quorum(n: number): number
  * `count`, `optionalCount`, `duration`, `optionalDuration`, `fraction`, `flag`, `text`, `pem`.
  */
 export declare function settingKinds(): Array<Array<string>>
-
-/** Manager settings; every field is optional and defaults as in the core. */
-export interface Settings {
-  /** Further rounds after the first (0 = try once, -1 = retry until acquired). Default 10. */
-  retryCount?: number
-  /** Mean pause between rounds, ms. Default 200. */
-  retryDelay?: number
-  /** Uniform ± spread of the pause, ms. Default 100. */
-  retryJitter?: number
-  /** Drift allowance per unit of ttl, in [0, 0.5). Default 0.01. */
-  driftFactor?: number
-  /** Fixed drift allowance, ms. Default 2. */
-  driftConstant?: number
-  /** Per-node request timeout, ms. Default 50. */
-  nodeTimeout?: number
-  /** Per-node connection timeout, ms. Default 1000. */
-  connectTimeout?: number
-  /** Largest ttl allowed and the restart quarantine, ms. Default 60000. */
-  maxTtl?: number
-  /** Keep restarted nodes out of the quorum. Default true. */
-  restartQuarantine?: boolean
-  /**
-   * Re-seat on extension: write a held lock's keys back on a node that restarted and lost
-   * them (never over another client's key), so the lock survives a rolling restart. Default
-   * true.
-   */
-  reseat?: boolean
-  /** Prepended to every resource name to form the Redis key. Default "". */
-  keyPrefix?: string
-  /** A grant needs validity above this, ms. Default 0. */
-  minValidity?: number
-  /** How often one lock may be extended. Default unlimited. */
-  maxExtensions?: number
-  /** Auto-extension extends when remaining validity falls below this, ms. Default ttl / 3. */
-  extensionThreshold?: number
-  /** Acquire fairly (FIFO across the quorum) unless an acquire says otherwise. Default false. */
-  fair?: boolean
-  /**
-   * How long a fair waiter's queue entry outlives its last heartbeat, ms. Default
-   * 2 × retryDelay.
-   */
-  queueTimeout?: number
-  /** Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots. */
-  tlsCaCert?: string
-  /** Client certificate (PEM) for mutual TLS. */
-  tlsClientCert?: string
-  /** Private key (PEM) of the client certificate. */
-  tlsClientKey?: string
-  /** The name the nodes' certificates must hold when the URLs name them otherwise (`tls.servername`). */
-  tlsServerName?: string
-  /** Per-node TLS, from node objects that carry their own `tls` options. */
-  nodeTls?: Array<NodeTls>
-}
 
 /** The URLs of a comma-separated list given as argument `what`. */
 export declare function splitNodeList(what: string, text: string): Array<string>

@@ -1,8 +1,7 @@
 // Types of the `ironlock` npm package (lib/index.js; lib/index.d.mts for `import`). The native
-// module's generated types are in ../index.d.ts; this file re-uses its setting shapes.
+// module's generated types are in ../index.d.ts.
 
 import type { EventEmitter } from 'node:events'
-import type { Settings as NativeSettings } from '../index'
 
 /** SPEC §5 error codes. */
 export type ErrorCode =
@@ -23,13 +22,50 @@ export interface NodeReport {
   error: string | null
 }
 
-/** Manager settings (SPEC §4) in camelCase; durations in integer milliseconds. */
-export interface Settings
-  extends Omit<NativeSettings, 'maxExtensions' | 'tlsCaCert' | 'tlsClientCert' | 'tlsClientKey' | 'nodeTls'> {
+/**
+ * Manager settings (SPEC §4) in camelCase; durations in integer milliseconds. Every field is
+ * optional and defaults as in the core; the names and kinds come from the core's settings table
+ * (`settingKinds()`), which is what the constructor checks against.
+ */
+export interface Settings {
   /** Further rounds after the first (0 = try once, -1 = retry until acquired). Default 10. */
   retryCount?: number
+  /** Mean pause between rounds, ms. Default 200. */
+  retryDelay?: number
+  /** Uniform ± spread of the pause, ms. Default 100. */
+  retryJitter?: number
+  /** Drift allowance per unit of ttl, in [0, 0.5). Default 0.01. */
+  driftFactor?: number
+  /** Fixed drift allowance, ms. Default 2. */
+  driftConstant?: number
+  /** Per-node request timeout, ms. Default 50. */
+  nodeTimeout?: number
+  /** Per-node connection timeout, ms. Default 1000. */
+  connectTimeout?: number
+  /** Largest ttl allowed and the restart quarantine, ms. Default 60000. */
+  maxTtl?: number
+  /** Keep restarted nodes out of the quorum. Default true. */
+  restartQuarantine?: boolean
+  /**
+   * Re-seat on extension: write a held lock's keys back on a node that restarted and lost
+   * them (never over another client's key), so the lock survives a rolling restart. Default
+   * true.
+   */
+  reseat?: boolean
+  /** Prepended to every resource name to form the Redis key. Default "". */
+  keyPrefix?: string
+  /** A grant needs validity above this, ms. Default 0. */
+  minValidity?: number
   /** How often one lock may be extended; `null` or absent = unlimited. */
   maxExtensions?: number | null
+  /** Auto-extension extends when remaining validity falls below this, ms; `null` or absent = ttl / 3. */
+  extensionThreshold?: number | null
+  /** Acquire fairly (FIFO across the quorum) unless an acquire says otherwise. Default false. */
+  fair?: boolean
+  /** How long a fair waiter's queue entry outlives its last heartbeat, ms; `null` or absent = 2 × retryDelay. */
+  queueTimeout?: number | null
+  /** The name the nodes' certificates must hold when the URLs name them otherwise (see `tls.servername`). */
+  tlsServerName?: string
   /** node-redlock's name for `extensionThreshold`. */
   automaticExtensionThreshold?: number
   /** Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots. */

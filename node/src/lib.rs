@@ -24,7 +24,7 @@ pub use lock::NativeLock;
 
 pub use manager::{CancelToken, NativeManager};
 pub use nodes::{NodeParts, node_url, nodes_from_env, split_node_list};
-pub use settings::{AcquireOptions, Settings};
+pub use settings::AcquireOptions;
 
 /// Resolves once the requests that decided rounds stopped waiting for (the last deletes of a
 /// release that returned at a quorum) have been answered or timed out, or after `limit_ms`;

@@ -14,7 +14,7 @@ use crate::complete::{CompleteArgs, Completer, Done};
 use crate::error::{aborted, boundary, in_node_words, to_napi};
 use crate::lock::NativeLock;
 use crate::runtime::{Closable, EnvScope, spawn, until_set};
-use crate::settings::{AcquireOptions, Settings, millis};
+use crate::settings::{self, AcquireOptions, millis};
 
 type Connecting = Shared<BoxFuture<'static, ironlock::Result<LockManager>>>;
 
@@ -51,16 +51,16 @@ impl NativeManager {
     #[napi(
         constructor,
         catch_unwind,
-        ts_args_type = "nodes: Array<string>, settings: Settings | undefined | null, complete: (id: number, error: string | null, value: unknown) => void"
+        ts_args_type = "nodes: Array<string>, settings: Record<string, unknown> | undefined | null, complete: (id: number, error: string | null, value: unknown) => void"
     )]
     pub fn new(
         env: &Env,
         nodes: Vec<String>,
-        settings: Option<Settings>,
+        settings: Option<Object<'_>>,
         complete: Function<'_, CompleteArgs, Unknown<'static>>,
     ) -> Result<Self> {
         boundary(|| {
-            let config = settings.unwrap_or_default().into_config(nodes)?;
+            let config = settings::config(nodes, settings)?;
             config
                 .check()
                 .map_err(|e| to_napi(in_node_words(e, "ttl")))?;

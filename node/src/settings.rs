@@ -1,64 +1,16 @@
 //! SPEC §4 settings and per-acquire options as JS objects (camelCase, integer milliseconds), and
-//! their conversion to the core's types. Range checks are the core's; this file only converts
-//! numbers, naming the argument when a number is not a valid count or duration.
+//! their conversion to the core's types by the core's settings table. Range checks are the
+//! core's; this file only converts values, naming the argument when one is not a valid count,
+//! duration or type.
 
 use std::time::Duration;
 
-use ironlock::{Config, duration_from_millis_f64};
+use ironlock::{Config, SettingKind, SettingValue, duration_from_millis_f64};
+use napi::ValueType;
+use napi::bindgen_prelude::{FromNapiValue, Object, Unknown};
 use napi_derive::napi;
 
-use crate::error::{invalid, to_napi};
-
-/// Manager settings; every field is optional and defaults as in the core.
-#[napi(object)]
-#[derive(Default)]
-pub struct Settings {
-    /// Further rounds after the first (0 = try once, -1 = retry until acquired). Default 10.
-    pub retry_count: Option<f64>,
-    /// Mean pause between rounds, ms. Default 200.
-    pub retry_delay: Option<f64>,
-    /// Uniform ± spread of the pause, ms. Default 100.
-    pub retry_jitter: Option<f64>,
-    /// Drift allowance per unit of ttl, in [0, 0.5). Default 0.01.
-    pub drift_factor: Option<f64>,
-    /// Fixed drift allowance, ms. Default 2.
-    pub drift_constant: Option<f64>,
-    /// Per-node request timeout, ms. Default 50.
-    pub node_timeout: Option<f64>,
-    /// Per-node connection timeout, ms. Default 1000.
-    pub connect_timeout: Option<f64>,
-    /// Largest ttl allowed and the restart quarantine, ms. Default 60000.
-    pub max_ttl: Option<f64>,
-    /// Keep restarted nodes out of the quorum. Default true.
-    pub restart_quarantine: Option<bool>,
-    /// Re-seat on extension: write a held lock's keys back on a node that restarted and lost
-    /// them (never over another client's key), so the lock survives a rolling restart. Default
-    /// true.
-    pub reseat: Option<bool>,
-    /// Prepended to every resource name to form the Redis key. Default "".
-    pub key_prefix: Option<String>,
-    /// A grant needs validity above this, ms. Default 0.
-    pub min_validity: Option<f64>,
-    /// How often one lock may be extended. Default unlimited.
-    pub max_extensions: Option<f64>,
-    /// Auto-extension extends when remaining validity falls below this, ms. Default ttl / 3.
-    pub extension_threshold: Option<f64>,
-    /// Acquire fairly (FIFO across the quorum) unless an acquire says otherwise. Default false.
-    pub fair: Option<bool>,
-    /// How long a fair waiter's queue entry outlives its last heartbeat, ms. Default
-    /// 2 × retryDelay.
-    pub queue_timeout: Option<f64>,
-    /// Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots.
-    pub tls_ca_cert: Option<String>,
-    /// Client certificate (PEM) for mutual TLS.
-    pub tls_client_cert: Option<String>,
-    /// Private key (PEM) of the client certificate.
-    pub tls_client_key: Option<String>,
-    /// The name the nodes' certificates must hold when the URLs name them otherwise (`tls.servername`).
-    pub tls_server_name: Option<String>,
-    /// Per-node TLS, from node objects that carry their own `tls` options.
-    pub node_tls: Option<Vec<NodeTls>>,
-}
+use crate::error::{in_node_words, invalid, to_napi};
 
 /// One node's own TLS options (node:tls names), overriding the manager's for that node.
 #[napi(object)]
@@ -132,76 +84,99 @@ pub fn millis(name: &str, v: f64) -> napi::Result<Duration> {
     duration_from_millis_f64(name, v).map_err(to_napi)
 }
 
-impl Settings {
-    /// Builds the core configuration; the core validates ranges when the manager starts.
-    pub fn into_config(self, nodes: Vec<String>) -> napi::Result<Config> {
-        let mut c = Config::new(nodes);
-        if let Some(v) = self.retry_count {
-            c = c.retry_count(retries("settings.retryCount", v)?);
+/// The manager's nodes and settings (an object of camelCase names; `lib/args.js` has checked
+/// the names and types already) → a core `Config`. Every setting of the core's table is
+/// converted by the kind its row gives and applied by name (`Config::set`), so a new setting
+/// needs no edit here; the TLS material and the per-node TLS of node objects are set apart.
+pub fn config(nodes: Vec<String>, settings: Option<Object<'_>>) -> napi::Result<Config> {
+    let mut c = Config::new(nodes);
+    let Some(settings) = settings else {
+        return Ok(c);
+    };
+    for key in Object::keys(&settings)? {
+        let Some(v) = settings.get::<Unknown>(&key)? else {
+            continue;
+        };
+        let name = format!("settings.{}", ironlock::cut(&key));
+        if key == "nodeTls" {
+            let list: Vec<NodeTls> = typed(&v, &name, ValueType::Object, "an array")?;
+            for t in list {
+                let tls = ironlock::NodeTls {
+                    ca_cert: t.ca.map(String::into_bytes),
+                    client_cert: t.cert.map(String::into_bytes),
+                    client_key: t.key.map(String::into_bytes),
+                    server_name: t.servername,
+                };
+                c = c.node_tls(t.index as usize, tls);
+            }
+            continue;
         }
-        if let Some(v) = self.retry_delay {
-            c = c.retry_delay(millis("settings.retryDelay", v)?);
-        }
-        if let Some(v) = self.retry_jitter {
-            c = c.retry_jitter(millis("settings.retryJitter", v)?);
-        }
-        if let Some(v) = self.drift_factor {
-            c = c.drift_factor(v);
-        }
-        if let Some(v) = self.drift_constant {
-            c = c.drift_constant(millis("settings.driftConstant", v)?);
-        }
-        if let Some(v) = self.node_timeout {
-            c = c.node_timeout(millis("settings.nodeTimeout", v)?);
-        }
-        if let Some(v) = self.connect_timeout {
-            c = c.connect_timeout(millis("settings.connectTimeout", v)?);
-        }
-        if let Some(v) = self.max_ttl {
-            c = c.max_ttl(millis("settings.maxTtl", v)?);
-        }
-        if let Some(v) = self.restart_quarantine {
-            c = c.restart_quarantine(v);
-        }
-        if let Some(v) = self.reseat {
-            c = c.reseat(v);
-        }
-        if let Some(v) = self.key_prefix {
-            c = c.key_prefix(v);
-        }
-        if let Some(v) = self.min_validity {
-            c = c.min_validity(millis("settings.minValidity", v)?);
-        }
-        if let Some(v) = self.max_extensions {
-            c = c.max_extensions(Some(count("settings.maxExtensions", v)?));
-        }
-        if let Some(v) = self.extension_threshold {
-            c = c.extension_threshold(Some(millis("settings.extensionThreshold", v)?));
-        }
-        if let Some(v) = self.fair {
-            c = c.fair(v);
-        }
-        if let Some(v) = self.queue_timeout {
-            c = c.queue_timeout(Some(millis("settings.queueTimeout", v)?));
-        }
-        if let Some(pem) = self.tls_ca_cert {
-            c = c.tls_ca_cert(Some(pem.into_bytes()));
-        }
-        c = c
-            .tls_client_cert(self.tls_client_cert.map(String::into_bytes))
-            .tls_client_key(self.tls_client_key.map(String::into_bytes))
-            .tls_server_name(self.tls_server_name);
-        for t in self.node_tls.unwrap_or_default() {
-            let tls = ironlock::NodeTls {
-                ca_cert: t.ca.map(String::into_bytes),
-                client_cert: t.cert.map(String::into_bytes),
-                client_key: t.key.map(String::into_bytes),
-                server_name: t.servername,
+        if let Some(tls) = ironlock::TLS_SETTINGS
+            .iter()
+            .find(|t| ironlock::camel_case(t) == key)
+        {
+            let text: String = typed(&v, &name, ValueType::String, "a string")?;
+            c = match *tls {
+                "tls_ca_cert" => c.tls_ca_cert(Some(text.into_bytes())),
+                "tls_client_cert" => c.tls_client_cert(Some(text.into_bytes())),
+                "tls_client_key" => c.tls_client_key(Some(text.into_bytes())),
+                _ => c.tls_server_name(Some(text)),
             };
-            c = c.node_tls(t.index as usize, tls);
+            continue;
         }
-        Ok(c)
+        let row =
+            ironlock::setting(&key).map_err(|_| invalid(format!("{name}: unknown setting")))?;
+        let number = || typed::<f64>(&v, &name, ValueType::Number, "a number");
+        let optional = matches!(
+            row.kind,
+            SettingKind::OptionalCount | SettingKind::OptionalDuration
+        );
+        let value = if optional && v.get_type()? == ValueType::Null {
+            SettingValue::Unset
+        } else {
+            match row.kind {
+                // node-redlock's -1: retry until acquired.
+                SettingKind::Count if row.name == "retry_count" => {
+                    SettingValue::Count(retries(&name, number()?)?.into())
+                }
+                SettingKind::Count | SettingKind::OptionalCount => {
+                    SettingValue::Count(count(&name, number()?)?.into())
+                }
+                SettingKind::Duration | SettingKind::OptionalDuration => {
+                    SettingValue::Duration(millis(&name, number()?)?)
+                }
+                SettingKind::Fraction => SettingValue::Fraction(number()?),
+                SettingKind::Flag => {
+                    SettingValue::Flag(typed(&v, &name, ValueType::Boolean, "a boolean")?)
+                }
+                SettingKind::Text => {
+                    SettingValue::Text(typed(&v, &name, ValueType::String, "a string")?)
+                }
+            }
+        };
+        c = c
+            .set(row.name, value)
+            .map_err(|e| to_napi(in_node_words(e, "ttl")))?;
     }
+    Ok(c)
+}
+
+/// `v` as a `T` when it is of JS type `want`, else INVALID_ARGUMENT naming the argument.
+fn typed<T: FromNapiValue>(
+    v: &Unknown<'_>,
+    name: &str,
+    want: ValueType,
+    what: &str,
+) -> napi::Result<T> {
+    let got = v.get_type()?;
+    if got != want {
+        return Err(invalid(format!(
+            "{name}: expected {what}, got {}",
+            format!("{got:?}").to_lowercase()
+        )));
+    }
+    // SAFETY: the value's type was checked above.
+    unsafe { v.cast() }
 }
 
 impl AcquireOptions {

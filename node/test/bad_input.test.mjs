@@ -133,6 +133,27 @@ describe('bad input', () => {
     }
   })
 
+  it('the native constructor converts by the same table and names a value of the wrong type', async () => {
+    const require = createRequire(import.meta.url)
+    const native = require('../index.js')
+    const { fromNative } = require('../lib/errors.js')
+    const open = (settings) => {
+      try {
+        return new native.NativeManager([cluster.urls[0]], settings, () => {})
+      } catch (e) {
+        throw fromNative(e)
+      }
+    }
+    for (const [name, kind] of native.settingKinds()) {
+      const wrong = kind === 'flag' ? 1 : kind === 'text' || kind === 'pem' ? 7 : 'x'
+      assert.throws(() => open({ [name]: wrong }), isInvalid(`settings.${name}`), name)
+    }
+    assert.throws(() => open({ retryDelay: -1 }), isInvalid('settings.retryDelay'))
+    assert.throws(() => open({ driftFactor: 0.7 }), isInvalid('settings.driftFactor'))
+    assert.throws(() => open({ retryCount: -2 }), isInvalid('settings.retryCount'))
+    assert.throws(() => open({ bogus: 1 }), isInvalid('settings.bogus'))
+  })
+
   it('acquire: resources, duration and options', async () => {
     const r = unique()
     const cases = [

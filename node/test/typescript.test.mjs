@@ -52,3 +52,18 @@ test('every declaration and member of lib/index.d.ts carries a doc comment', asy
   }
   assert.deepEqual(missing, [])
 })
+
+test("lib/index.d.ts declares every setting of the core's table in Settings", async () => {
+  const { createRequire } = await import('node:module')
+  const require = createRequire(import.meta.url)
+  const ts = require('typescript')
+  const file = fileURLToPath(new URL('../lib/index.d.ts', import.meta.url))
+  const text = (await import('node:fs')).readFileSync(file, 'utf8')
+  const sf = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true)
+  const settings = sf.statements.find((d) => ts.isInterfaceDeclaration(d) && d.name.text === 'Settings')
+  assert.ok(settings, 'interface Settings')
+  const declared = new Set(settings.members.map((m) => m.name.getText(sf)))
+  const names = require('../index.js').settingKinds().map(([name]) => name)
+  assert.ok(names.length >= 20, `${names.length} settings`)
+  assert.deepEqual(names.filter((n) => !declared.has(n)), [])
+})
