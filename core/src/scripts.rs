@@ -287,41 +287,51 @@ macro_rules! fair_lua {
     };
 }
 
-/// A fair acquire (SPEC §10) on one node: registers (or refreshes) the token in each key's queue
-/// with its ticket, then sets every lock key with `PX ttl` only when every key is free (or ours)
-/// AND the token heads every queue; a grant leaves the queues.
+/// A fair acquire (SPEC §10) on one node: sets every lock key with `PX ttl` only when every key
+/// is free (or ours) AND no live waiter other than the token heads a queue; a grant leaves the
+/// queues. A request that must wait registers (or refreshes) the token in each key's queue with
+/// its ticket and a heartbeat (and is granted after all when joining made it the head of free
+/// keys); one granted at once never joins, so the commonest grant, the woken head's, costs no
+/// queue writes but its own removal.
 /// ARGV: token, ttl_ms, queue timeout (ms), n, fencing (0/1), ticket (0: take the next one
 /// here: above this node's counter and at least ARGV\[7\]), the client's clock in µs.
-/// Returns `{1, max_fence_counter, ticket}` when set; `{0, 0, ticket}` when another token holds
+/// Returns `{1, max_fence_counter, ticket}` when set (ticket 0 when granted before it took one);
+/// `{0, 0, ticket}` when another token holds
 /// a key and the token heads every queue (it is next); `{0, 2, ticket}` when another token holds
 /// a key and earlier tickets wait too; `{0, 1, ticket}` when the keys are free but an earlier
 /// ticket is waiting.
 pub const FAIR_ACQUIRE_SOURCE: &str = fair_lua!(
     r#"
-local ticket = tonumber(ARGV[6])
-if ticket == 0 then
-  ticket = tonumber(ARGV[7])
+for i = 1, n do sweep(i) end
+local function heads()
   for i = 1, n do
-    local c = tonumber(redis.call('GET', KEYS[3 * n + i]) or '0') or 0
-    if c >= ticket then ticket = c + 1 end
+    local first = redis.call('ZRANGE', KEYS[n + i], 0, 0)[1]
+    if first and first ~= ARGV[1] then return false end
   end
+  return true
 end
-for i = 1, n do
-  sweep(i)
-  join(i, ticket)
-end
-local head = true
-for i = 1, n do
-  if redis.call('ZRANGE', KEYS[n + i], 0, 0)[1] ~= ARGV[1] then head = false end
-end
+local held = false
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
-  if v and v ~= ARGV[1] then
+  if v and v ~= ARGV[1] then held = true; break end
+end
+local ticket = tonumber(ARGV[6])
+if held or not heads() then
+  if ticket == 0 then
+    ticket = tonumber(ARGV[7])
+    for i = 1, n do
+      local c = tonumber(redis.call('GET', KEYS[3 * n + i]) or '0') or 0
+      if c >= ticket then ticket = c + 1 end
+    end
+  end
+  for i = 1, n do join(i, ticket) end
+  local head = heads()
+  if held then
     if head then return {0, 0, ticket} end
     return {0, 2, ticket}
   end
+  if not head then return {0, 1, ticket} end
 end
-if not head then return {0, 1, ticket} end
 local fence = 0
 for i = 1, n do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
