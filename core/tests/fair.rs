@@ -158,6 +158,21 @@ async fn a_waiter_that_gives_up_or_is_cancelled_leaves_no_entry() {
     assert!(holder.release().await.held);
 }
 
+/// Puts a waiter "ghost" at the head of `name`'s queue on every node (ticket 1), its heartbeat
+/// running out at `expiry` (unix ms): a waiter of another process that went silent.
+fn seat_ghost(c: &Cluster, name: &str, expiry: u64) {
+    for i in 0..3 {
+        c.command(
+            i,
+            &["ZADD", &format!("{name}:ironlock:queue"), "1", "ghost"],
+        )
+        .unwrap();
+        let beats = format!("{name}:ironlock:beats");
+        c.command(i, &["ZADD", &beats, &expiry.to_string(), "ghost"])
+            .unwrap();
+    }
+}
+
 /// The entry of a waiter that stopped its heartbeat (here: written by hand, as a crashed
 /// waiter's would be) stops the queue for at most the queue timeout; a waiter behind it is
 /// then granted. Without the timeout it would wait forever.
@@ -175,23 +190,7 @@ async fn a_silent_head_drops_out_after_the_queue_timeout() {
     .unwrap();
     let name = unique("fair");
     let ghost_expiry = unix_ms() + 60_000; // a heartbeat far ahead: refreshed "just now"
-    for i in 0..3 {
-        c.command(
-            i,
-            &["ZADD", &format!("{name}:ironlock:queue"), "1", "ghost"],
-        )
-        .unwrap();
-        c.command(
-            i,
-            &[
-                "ZADD",
-                &format!("{name}:ironlock:beats"),
-                &(unix_ms() + timeout.as_millis() as u64).to_string(),
-                "ghost",
-            ],
-        )
-        .unwrap();
-    }
+    seat_ghost(&c, &name, unix_ms() + timeout.as_millis() as u64);
     let started = Instant::now();
     let lock = m
         .acquire_with(&[&name], SEC, fair_wait(10 * SEC))
@@ -208,23 +207,7 @@ async fn a_silent_head_drops_out_after_the_queue_timeout() {
     );
     assert!(lock.release().await.held);
     // A ghost whose heartbeat keeps being refreshed holds the line: the queue is respected.
-    for i in 0..3 {
-        c.command(
-            i,
-            &["ZADD", &format!("{name}:ironlock:queue"), "1", "ghost"],
-        )
-        .unwrap();
-        c.command(
-            i,
-            &[
-                "ZADD",
-                &format!("{name}:ironlock:beats"),
-                &ghost_expiry.to_string(),
-                "ghost",
-            ],
-        )
-        .unwrap();
-    }
+    seat_ghost(&c, &name, ghost_expiry);
     let e = m
         .acquire_with(&[&name], SEC, fair_wait(ms(400)))
         .await
