@@ -2,7 +2,7 @@
 //! subscribes on every node and retries as soon as any node announces a release, instead of
 //! sleeping a full retry delay. The random delay stays as the fallback (expiry sends nothing).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -56,11 +56,17 @@ impl Waiter {
 #[derive(Default)]
 struct Channel {
     waiters: Vec<Arc<Waiter>>,
-    /// The token of the release being announced and the nodes (bit i: node i) that announced it.
-    /// A release runs on every node at once; waking at the first announcement would retry while
-    /// the other nodes still hold the key, so the wake-up waits for a quorum of nodes.
-    announcing: Option<(String, u64)>,
+    /// The tokens of the latest releases announced and, for each, the nodes (bit i: node i) that
+    /// announced it. A release runs on every node at once; waking at the first announcement
+    /// would retry while the other nodes still hold the key, so the wake-up waits for a quorum
+    /// of nodes. Several releases are tracked: a late announcement of the previous release (a
+    /// slow node's delete, arriving after the next holder already released) must not wipe out
+    /// the count of the current one.
+    announcing: VecDeque<(String, u64)>,
 }
+
+/// How many recent releases of one key are counted at once.
+const ANNOUNCING: usize = 4;
 
 impl Channel {
     /// Wakes the waiter that waited longest (it leaves the line when its acquire ends).
@@ -94,10 +100,17 @@ impl Channels {
             return;
         };
         let bit = 1u64 << node;
-        let seen = match &mut ch.announcing {
-            Some((t, seen)) if *t == token => seen,
-            slot => &mut slot.insert((token, 0)).1,
+        let at = match ch.announcing.iter().position(|(t, _)| *t == token) {
+            Some(at) => at,
+            None => {
+                if ch.announcing.len() == ANNOUNCING {
+                    ch.announcing.pop_front();
+                }
+                ch.announcing.push_back((token, 0));
+                ch.announcing.len() - 1
+            }
         };
+        let seen = &mut ch.announcing[at].1;
         let before = *seen;
         *seen |= bit;
         if before & bit == 0 && seen.count_ones() == quorum {
@@ -322,5 +335,51 @@ impl Drop for Watch {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(id: u64) -> Arc<Waiter> {
+        Arc::new(Waiter {
+            id,
+            woken: AtomicBool::new(false),
+            ticket: AtomicU64::new(0),
+            token: std::sync::OnceLock::new(),
+            notify: Notify::new(),
+        })
+    }
+
+    #[test]
+    fn a_late_announcement_of_the_previous_release_does_not_cost_the_wake_up() {
+        let w = waiter(1);
+        let mut chs = Channels::default();
+        chs.channels
+            .entry("k".into())
+            .or_default()
+            .waiters
+            .push(w.clone());
+        let woken = || w.woken.swap(false, Ordering::AcqRel);
+        // Release 1 reaches a quorum (3 of 5): one wake-up, at the third node.
+        chs.announce("k", 0, "t1".into(), 3);
+        chs.announce("k", 1, "t1".into(), 3);
+        assert!(!woken(), "woken before a quorum deleted the key");
+        chs.announce("k", 2, "t1".into(), 3);
+        assert!(woken());
+        // Release 2 starts; the slow nodes' announcements of release 1 arrive in between.
+        chs.announce("k", 0, "t2".into(), 3);
+        chs.announce("k", 3, "t1".into(), 3);
+        chs.announce("k", 4, "t1".into(), 3);
+        assert!(!woken(), "release 1 woke twice");
+        chs.announce("k", 1, "t2".into(), 3);
+        chs.announce("k", 2, "t2".into(), 3);
+        assert!(woken(), "release 2 reached a quorum and woke nobody");
+        // A node announcing the same release twice (a resubscription) counts once.
+        chs.announce("k", 1, "t3".into(), 3);
+        chs.announce("k", 1, "t3".into(), 3);
+        chs.announce("k", 2, "t3".into(), 3);
+        assert!(!woken());
     }
 }
