@@ -69,6 +69,7 @@ async function makeClient(args) {
       },
       release: (lock) => lock.release(),
       close: () => m.close(),
+      stats: () => m.stats(),
     }
   }
   // `redlock-io5`: node-redlock on ioredis 5 (the major node-redlock's own suite pins), to
@@ -249,6 +250,12 @@ async function main() {
     const sq = out.perWorker.reduce((a, b) => a + b * b, 0)
     line.jain = sq ? (sum * sum) / (out.perWorker.length * sq) : 0
     line.per_worker = out.perWorker
+    // ironlock: rounds and release wake-ups per grant (as the Rust driver reports them).
+    if (client.stats && out.ok) {
+      const st = client.stats()
+      line.rounds_per_grant = Number((st.rounds / st.granted).toFixed(2))
+      line.wakeups_per_grant = Number((st.wakeups / st.granted).toFixed(2))
+    }
   }
   if (args.workload === 'e') {
     line.rss_base_kb = base

@@ -205,21 +205,38 @@ async fn acquire_kind<S: AsRef<str>>(
                 last_chance = true;
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => {
-                if last_chance {
-                    return Err(give_up(cluster, &mut guard, started, err).await);
+        let sleep = tokio::time::sleep(pause);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => {
+                    if last_chance {
+                        return Err(give_up(cluster, &mut guard, started, err).await);
+                    }
+                    break;
                 }
-            }
-            _ = w.waiter.notify.notified() => {
-                w.record_wakeup();
-                // Waiters in other processes hear the same release: a short random spread
-                // (up to two of our rounds, at most WAKE_SPREAD) lets one of them win all
-                // nodes instead of all of them splitting the votes. A fair waiter needs none:
-                // the queue says who may try.
-                if request.fair.is_none() {
-                    let spread = WAKE_SPREAD.min(2 * last_round);
-                    tokio::time::sleep(spread.mul_f64(token::random_unit())).await;
+                _ = w.waiter.notify.notified() => {
+                    w.record_wakeup();
+                    // Waiters in other processes hear the same release: a short random spread
+                    // (up to two of our rounds, at most WAKE_SPREAD) lets one of them win all
+                    // nodes instead of all of them splitting the votes. A fair waiter needs
+                    // none: the queue says who may try.
+                    if request.fair.is_none() {
+                        let spread = WAKE_SPREAD.min(2 * last_round);
+                        tokio::time::sleep(spread.mul_f64(token::random_unit())).await;
+                    }
+                    break;
+                }
+                // The waiter ahead of this one in its process was granted or left: now first
+                // in line, it checks as often as the next in line does (a lost wake-up then
+                // costs the queue NEXT_POLL, not the rest of a pause chosen while it was
+                // behind).
+                _ = w.waiter.nudge.notified(), if request.fair.is_some() => {
+                    let at = tokio::time::Instant::now() + NEXT_POLL;
+                    if at < sleep.deadline() && w.leads() {
+                        sleep.as_mut().reset(at);
+                        last_chance = false;
+                    }
                 }
             }
         }

@@ -31,6 +31,12 @@ pub(crate) struct Waiter {
     /// order them (by member, bytewise).
     token: std::sync::OnceLock<String>,
     pub(crate) notify: Notify,
+    /// A fair waiter became its process's first in line (the one before it was granted or
+    /// left): it shortens its pause to the next-in-line poll instead of sleeping out a pause
+    /// chosen while others were ahead. Without this, a release whose wake-up is lost (the lock
+    /// expired instead, or the announcement did not arrive) costs the queue up to a whole
+    /// retry pause per hand-over.
+    pub(crate) nudge: Notify,
 }
 
 impl Waiter {
@@ -69,15 +75,19 @@ struct Channel {
 const ANNOUNCING: usize = 4;
 
 impl Channel {
-    /// Wakes the waiter that waited longest (it leaves the line when its acquire ends).
-    fn wake_next(&mut self) {
+    /// The fair waiter with the smallest (ticket, token): the first of this process in line.
+    fn first_fair(&self) -> Option<&Arc<Waiter>> {
         let ticket = |w: &Arc<Waiter>| w.ticket.load(Ordering::Acquire);
-        if let Some(w) = self
-            .waiters
+        self.waiters
             .iter()
             .filter(|w| ticket(w) > 0)
             .min_by_key(|w| (ticket(w), w.token.get().map(String::as_bytes)))
-        {
+    }
+
+    /// Wakes the waiter that waited longest (it leaves the line when its acquire ends).
+    fn wake_next(&mut self) {
+        let ticket = |w: &Arc<Waiter>| w.ticket.load(Ordering::Acquire);
+        if let Some(w) = self.first_fair() {
             w.wake();
         }
         if let Some(w) = self.waiters.iter().find(|w| ticket(w) == 0) {
@@ -169,6 +179,7 @@ impl Notifier {
                 ticket: AtomicU64::new(0),
                 token: std::sync::OnceLock::new(),
                 notify: Notify::new(),
+                nudge: Notify::new(),
             });
             for c in &channels {
                 let channel = ch.channels.entry(c.clone()).or_default();
@@ -310,14 +321,22 @@ impl Drop for Watch {
                 .unwrap_or_else(|p| p.into_inner());
             // Woken but gone before its next round: the next waiter gets the wake-up.
             let hand_on = self.waiter.woken.swap(false, Ordering::AcqRel);
+            let fair = self.waiter.ticket.load(Ordering::Acquire) > 0;
             for c in &self.channels {
                 if let Some(channel) = ch.channels.get_mut(c) {
+                    let was_first =
+                        fair && channel.first_fair().is_some_and(|w| w.id == self.waiter.id);
                     channel.waiters.retain(|w| w.id != self.waiter.id);
                     if channel.waiters.is_empty() {
                         ch.channels.remove(c);
                         gone.push(c.clone());
-                    } else if hand_on {
+                        continue;
+                    }
+                    if hand_on {
                         channel.wake_next();
+                    }
+                    if was_first && let Some(next) = channel.first_fair() {
+                        next.nudge.notify_one();
                     }
                 }
             }
@@ -349,6 +368,7 @@ mod tests {
             ticket: AtomicU64::new(0),
             token: std::sync::OnceLock::new(),
             notify: Notify::new(),
+            nudge: Notify::new(),
         })
     }
 

@@ -1,7 +1,8 @@
 //! Fair (FIFO) acquisition across the quorum (SPEC §10) against real nodes: grants follow the
 //! order in which waiters queued, a waiter that gives up or is cancelled leaves no queue entry,
-//! a silent entry drops out after the queue timeout, a release wakes the head, fair and plain
-//! locks exclude each other, and fair semaphores admit in order.
+//! a silent entry drops out after the queue timeout, a release wakes the head (and a hand-over
+//! without a wake-up costs the next waiter one poll), fair and plain locks exclude each other,
+//! and fair semaphores admit in order.
 
 mod common;
 
@@ -342,4 +343,53 @@ fn unix_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
+}
+
+/// A hand-over that sends no wake-up (the holder's lock expires instead of being released)
+/// costs the next waiter about one next-in-line poll, not the rest of the retry pause it chose
+/// while another waiter of its process was ahead of it (here 2 s).
+#[tokio::test]
+async fn the_next_waiter_polls_once_first_in_line_even_without_a_wake_up() {
+    let c = cluster(3);
+    let m = LockManager::new(
+        config(&c)
+            .retry_delay(2 * SEC)
+            .retry_jitter(ms(0))
+            .queue_timeout(Some(60 * SEC)),
+    )
+    .await
+    .unwrap();
+    let name = unique("fair");
+    // Another process holds the key; its lock will expire, not be released.
+    for i in 0..3 {
+        c.command(i, &["SET", &name, "elsewhere", "PX", "400"])
+            .unwrap();
+    }
+    let take = |m: &LockManager| {
+        let (m, name) = (m.clone(), name.clone());
+        tokio::spawn(async move {
+            let lock = m
+                .acquire_with(&[&name], ms(300), fair_wait(10 * SEC))
+                .await
+                .unwrap();
+            // Never released: it expires after 300 ms and announces nothing.
+            drop(lock);
+            Instant::now()
+        })
+    };
+    let first = take(&m);
+    on_every_node(3, "the first waiter in line", |i| queued(&c, i, &name) == 1).await;
+    let second = take(&m);
+    on_every_node(3, "both waiters in line", |i| queued(&c, i, &name) == 2).await;
+    let granted_first = first.await.unwrap();
+    let granted_second = second.await.unwrap();
+    let gap = granted_second - granted_first;
+    assert!(
+        gap >= ms(250),
+        "the second waiter was granted {gap:?} after the first, before its lock expired"
+    );
+    assert!(
+        gap < ms(900),
+        "the second waiter slept {gap:?} after the first was granted (its retry pause)"
+    );
 }
