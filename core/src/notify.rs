@@ -215,22 +215,38 @@ impl Notifier {
             let this = self.clone();
             let channels = channels.clone();
             async move {
-                if let Some(mut sink) = this.sink(i).await {
-                    if sink.subscribe(&channels).await.is_err() {
-                        *this.sinks[i].lock().await = None;
-                    }
+                // Subscribing and unsubscribing happen under the sink's lock, each sending only
+                // what is still (or no longer) watched when it runs: an UNSUBSCRIBE of a
+                // channel that emptied and a SUBSCRIBE of the same channel watched again
+                // cannot overtake each other and leave its waiters deaf.
+                let mut slot = this.sinks[i].lock().await;
+                let Some(sink) = slot.as_mut() else {
+                    // A new connection subscribes everything watched, these channels included.
+                    *slot = this.connect(i).await;
+                    return;
+                };
+                let watched = this.select(&channels, true);
+                if !watched.is_empty() && sink.subscribe(&watched).await.is_err() {
+                    *slot = None;
                 }
             }
         });
         futures_util::future::join_all(subs).await;
     }
 
-    /// The node's pub/sub sink, connecting (and re-subscribing what is watched) when needed.
-    async fn sink(self: &Arc<Self>, i: usize) -> Option<Subscriber> {
-        let mut slot = self.sinks[i].lock().await;
-        if let Some(s) = slot.as_ref() {
-            return Some(s.clone());
-        }
+    /// Those of `channels` that are watched now (`watched`), or no longer watched.
+    fn select(&self, channels: &[String], watched: bool) -> Vec<String> {
+        let ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels
+            .iter()
+            .filter(|c| ch.channels.contains_key(*c) == watched)
+            .cloned()
+            .collect()
+    }
+
+    /// A pub/sub connection to node `i`, subscribed to every watched channel, with its reader
+    /// started (called with the node's sink slot locked).
+    async fn connect(self: &Arc<Self>, i: usize) -> Option<Subscriber> {
         let node = &self.nodes[i];
         let (mut sink, mut stream) =
             tokio::time::timeout(std::time::Duration::from_secs(1), node.subscriber())
@@ -255,7 +271,6 @@ impl Notifier {
             }
         });
         self.track(task.abort_handle());
-        *slot = Some(sink.clone());
         Some(sink)
     }
 
@@ -345,12 +360,17 @@ impl Drop for Watch {
             return;
         }
         // Unsubscribing is a message to Redis: hand it to the runtime rather than doing I/O here.
+        // Under each sink's lock, and only for channels still unwatched then (see
+        // `subscribe_all`).
         let notifier = self.notifier.clone();
         self.notifier.rt.spawn(async move {
             for slot in &notifier.sinks {
-                let sink = slot.lock().await.clone();
-                if let Some(mut s) = sink {
-                    let _ = s.unsubscribe(&gone).await;
+                let mut slot = slot.lock().await;
+                if let Some(s) = slot.as_mut() {
+                    let gone = notifier.select(&gone, false);
+                    if !gone.is_empty() {
+                        let _ = s.unsubscribe(&gone).await;
+                    }
                 }
             }
         });

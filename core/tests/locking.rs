@@ -237,6 +237,34 @@ async fn a_release_wakes_a_waiter_before_its_retry_delay() {
     got.release().await;
 }
 
+/// A waiter that comes right after the last waiter of its resource left (the channel is
+/// unsubscribed and subscribed again at once, from two background tasks) still hears the
+/// release: the two cannot overtake each other and leave it deaf until its retry delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_right_after_another_left_still_hears_the_release() {
+    let (c, waiter, r, mut lock) = held_with_slow_waiters("rewatch", 10 * SEC, 1).await;
+    let holder = manager(&c).await;
+    for turn in 0..10 {
+        // A waiter that subscribes, then is cancelled: its channel empties and unsubscribes.
+        let gone = tokio::time::timeout(ms(40), waiter.acquire(&[&r], 5 * SEC)).await;
+        assert!(gone.is_err(), "turn {turn}: acquired a held lock");
+        let w = {
+            let (waiter, r) = (waiter.clone(), r.clone());
+            tokio::spawn(async move { waiter.acquire(&[&r], 5 * SEC).await })
+        };
+        tokio::time::sleep(ms(60)).await;
+        assert!(lock.release().await.held);
+        let got = tokio::time::timeout(2 * SEC, w)
+            .await
+            .unwrap_or_else(|_| panic!("turn {turn}: the release woke nobody"))
+            .unwrap()
+            .expect("woken waiter acquires");
+        assert!(got.release().await.held);
+        lock = holder.acquire(&[&r], 10 * SEC).await.unwrap();
+    }
+    lock.release().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn using_keeps_the_lock_alive_and_signals_loss() {
     let c = cluster(3);
