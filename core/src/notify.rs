@@ -71,6 +71,13 @@ struct Channel {
     announcing: VecDeque<(String, u64)>,
 }
 
+/// The longest wait for a new pub/sub connection.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The longest wait for a SUBSCRIBE or UNSUBSCRIBE to be answered (generous: under valgrind a
+/// round trip can take a good part of a second).
+const SUBSCRIBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How many recent releases of one key are counted at once.
 const ANNOUNCING: usize = 4;
 
@@ -226,7 +233,13 @@ impl Notifier {
                     return;
                 };
                 let watched = this.select(&channels, true);
-                if !watched.is_empty() && sink.subscribe(&watched).await.is_err() {
+                if watched.is_empty() {
+                    return;
+                }
+                // Bounded: the lock is held (a stopped node must not stall every later
+                // subscription change of this node); an unanswered connection is dropped.
+                let sent = tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.subscribe(&watched)).await;
+                if !matches!(sent, Ok(Ok(_))) {
                     *slot = None;
                 }
             }
@@ -248,17 +261,19 @@ impl Notifier {
     /// started (called with the node's sink slot locked).
     async fn connect(self: &Arc<Self>, i: usize) -> Option<Subscriber> {
         let node = &self.nodes[i];
-        let (mut sink, mut stream) =
-            tokio::time::timeout(std::time::Duration::from_secs(1), node.subscriber())
-                .await
-                .ok()?
-                .ok()?;
+        let (mut sink, mut stream) = tokio::time::timeout(CONNECT_TIMEOUT, node.subscriber())
+            .await
+            .ok()?
+            .ok()?;
         let watched: Vec<String> = {
             let ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
             ch.channels.keys().cloned().collect()
         };
         if !watched.is_empty() {
-            sink.subscribe(&watched).await.ok()?;
+            tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.subscribe(&watched))
+                .await
+                .ok()?
+                .ok()?;
         }
         let channels = self.channels.clone();
         let quorum = self.quorum;
@@ -369,7 +384,7 @@ impl Drop for Watch {
                 if let Some(s) = slot.as_mut() {
                     let gone = notifier.select(&gone, false);
                     if !gone.is_empty() {
-                        let _ = s.unsubscribe(&gone).await;
+                        let _ = tokio::time::timeout(SUBSCRIBE_TIMEOUT, s.unsubscribe(&gone)).await;
                     }
                 }
             }

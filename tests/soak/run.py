@@ -43,10 +43,10 @@ RSS_LIMIT_KB = 2048
 # A blocking pool retires a thread after 10 s idle (tokio's default keep-alive): the end samples
 # wait up to this long for the thread count to come back to the baseline.
 IDLE_S = 15.0
-CALL_SLACK_MS = 300
+CALL_SLACK_MS = 300  # a call may take node_timeout plus this (scheduling, GC, a slow machine)
 # The warm-up lasts at least this long, and so does the measured part after it: a JIT (Node)
 # and allocators reach their steady state in seconds, not in a count of cycles.
-WARM_S = 10.0  # a call may take node_timeout plus this (scheduling, GC, a slow machine)
+WARM_S = 10.0
 
 
 def log(msg: str) -> None:
