@@ -1,7 +1,7 @@
 //! Acquire: the retry loop with release wake-ups, one round (votes, drift, validity, fencing),
 //! and the rollback of a failed or cancelled round.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -151,17 +151,6 @@ async fn acquire_kind<S: AsRef<str>>(
         let err = match acquire_round(cluster, &request, &resources, round_no).await {
             Ok(lock) => {
                 guard.armed = false;
-                if request.fair.is_some() {
-                    // The nodes that granted dropped our queue entries; the others still hold
-                    // them, and an entry ahead of the next waiter would stall the queue.
-                    let rest = not_granted(cluster, &lock);
-                    if !rest.is_empty() {
-                        let req = request.clone();
-                        cluster
-                            .rt
-                            .spawn(async move { req.leave_queue(&rest, QueueOp::Dequeue).await });
-                    }
-                }
                 cluster.stats.note(Event::Granted);
                 cluster.stats.acquire_took(started.elapsed());
                 return Ok(lock);
@@ -261,18 +250,6 @@ async fn give_up(
     count_failure(cluster, started, err)
 }
 
-/// The nodes that did not vote for `lock`'s grant.
-fn not_granted(cluster: &Cluster, lock: &Lock) -> Vec<Arc<Node>> {
-    let report = lock.report();
-    cluster
-        .nodes
-        .iter()
-        .zip(&report.nodes)
-        .filter(|(_, r)| r.vote != Vote::For)
-        .map(|(n, _)| n.clone())
-        .collect()
-}
-
 /// Counts a failed acquire call by its kind and returns its error.
 fn count_failure(cluster: &Cluster, started: Instant, err: Error) -> Error {
     cluster.stats.note(if err.kind() == ErrorKind::Contended {
@@ -300,13 +277,33 @@ async fn acquire_round(
     let seated = seated_at_acquire(cluster);
     let t1 = Instant::now();
     let q = req.quorum;
-    let fair_cmd = req.fair.as_ref().map(|f| Arc::new(f.acquire_cmd(req)));
-    let round = quorum::run(&cluster.nodes, Tally::Eligible, q, t1, |node| {
+    let fair_round = req.fair.as_ref().map(|f| {
+        Arc::new(FairRound {
+            cmd: f.acquire_cmd(req),
+            late: LateReplies::new(cluster.nodes.len()),
+        })
+    });
+    let tally = if fair_round.is_some() {
+        Tally::Fair
+    } else {
+        Tally::Eligible
+    };
+    let round = quorum::run(&cluster.nodes, tally, q, t1, |node| {
         let req = req.clone();
-        let fair_cmd = fair_cmd.clone();
+        let fair_round = fair_round.clone();
+        let i = cluster.nodes.iter().position(|n| Arc::ptr_eq(n, &node));
         async move {
-            if let (Some(cmd), Some(fair)) = (fair_cmd, req.fair.as_ref()) {
-                return match node.query::<(i64, i64, i64)>(&cmd).await {
+            if let (Some(fr), Some(fair)) = (fair_round.clone(), req.fair.as_ref()) {
+                // A reply that never comes (the background drain gave up on it) after the
+                // round was granted without it: dequeue there all the same.
+                let mut unanswered = i.map(|i| Unanswered {
+                    round: fr.clone(),
+                    i,
+                    node: node.clone(),
+                    req: req.clone(),
+                    answered: false,
+                });
+                let reply = match node.query::<(i64, i64, i64)>(&fr.cmd).await {
                     Ok((granted, why, ticket)) => {
                         fair.saw_ticket(ticket);
                         if granted == 1 {
@@ -318,6 +315,16 @@ async fn acquire_round(
                     }
                     Err(f) => Reply::Failed(f),
                 };
+                if let Some(u) = unanswered.as_mut() {
+                    u.answered = true;
+                }
+                let granted = matches!(reply, Reply::Yes(_));
+                if i.is_some_and(|i| fr.late.left_behind(i, granted)) {
+                    // The lock was granted without this node, which kept our queue entry.
+                    dequeue_on(&req, node);
+                }
+                drop(unanswered);
+                return reply;
             }
             if let Some(set) = req.set_nx_get.as_ref().filter(|_| node.has_set_nx_get()) {
                 // One key, no fencing: a plain SET NX costs the server a fraction of a script.
@@ -365,6 +372,20 @@ async fn acquire_round(
     let validity_left = validity.is_some_and(|v| v > config.min_validity);
     if ok && quorum::classify_with(q, round.granted, round.refused, validity_left).is_ok() {
         tracing::debug!(resources = ?resources, ?elapsed, "lock granted");
+        if let Some(fr) = &fair_round {
+            // The nodes that granted dropped our queue entries; the others still hold them, and
+            // an entry ahead of the next waiter would stall the queue.
+            let votes: Vec<Vote> = round.report.nodes.iter().map(|r| r.vote).collect();
+            let rest: Vec<Arc<Node>> = (fr.late.settle(&votes).into_iter())
+                .map(|i| cluster.nodes[i].clone())
+                .collect();
+            if !rest.is_empty() {
+                let req = req.clone();
+                cluster
+                    .rt
+                    .spawn(async move { req.leave_queue(&rest, QueueOp::Dequeue).await });
+            }
+        }
         let mut report = round.report;
         report.rounds = round_no;
         report.elapsed = elapsed_report;
@@ -586,6 +607,98 @@ enum QueueOp {
     Dequeue,
 }
 
+/// One fair round: its command, and who deals with the replies that come after the grant.
+struct FairRound {
+    cmd: redis::Cmd,
+    late: LateReplies,
+}
+
+/// A fair round's replies, per node, between the round and its late replies: after a grant,
+/// whichever sees a node's refusal last (the granted round, or the reply that came after it)
+/// takes the waiter's entries out of that node's queue, once. A reply still out at the grant
+/// is usually a grant too, which needs nothing: no dequeue is sent on speculation.
+struct LateReplies(Vec<AtomicU8>);
+
+impl LateReplies {
+    const OPEN: u8 = 0;
+    const FOR: u8 = 1;
+    const NOT: u8 = 2;
+    /// The round was granted before this node answered.
+    const GRANTED: u8 = 3;
+
+    fn new(n: usize) -> Self {
+        LateReplies((0..n).map(|_| AtomicU8::new(Self::OPEN)).collect())
+    }
+
+    /// Records node `i`'s reply; true when the round was granted without it and the node did
+    /// not grant (the caller dequeues there).
+    fn left_behind(&self, i: usize, granted: bool) -> bool {
+        let mine = if granted { Self::FOR } else { Self::NOT };
+        self.0.get(i).is_some_and(|slot| {
+            slot.compare_exchange(Self::OPEN, mine, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+                && !granted
+        })
+    }
+
+    /// At a grant: the nodes that answered without granting (or failed), and those whose reply
+    /// arrived unseen with a refusal; replies still out are left to [`Self::left_behind`].
+    fn settle(&self, votes: &[Vote]) -> Vec<usize> {
+        votes
+            .iter()
+            .zip(&self.0)
+            .enumerate()
+            .filter(|(_, (vote, slot))| match vote {
+                Vote::For => false,
+                Vote::Pending => slot
+                    .compare_exchange(
+                        Self::OPEN,
+                        Self::GRANTED,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_err_and(|seen| seen != Self::FOR),
+                _ => true,
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+}
+
+/// Takes a granted fair request's entries out of `node`'s queue, in the background.
+fn dequeue_on(req: &Arc<AcquireRequest>, node: Arc<Node>) {
+    let req = req.clone();
+    let rt = node.runtime().clone();
+    rt.spawn(async move { req.leave_queue(&[node], QueueOp::Dequeue).await });
+}
+
+/// A fair round's request to one node, while its reply is out.
+struct Unanswered {
+    round: Arc<FairRound>,
+    i: usize,
+    node: Arc<Node>,
+    req: Arc<AcquireRequest>,
+    answered: bool,
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        let granted_without = !self.answered
+            && self.round.late.0.get(self.i).is_some_and(|slot| {
+                slot.compare_exchange(
+                    LateReplies::GRANTED,
+                    LateReplies::NOT,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+            });
+        if granted_without {
+            dequeue_on(&self.req, self.node.clone());
+        }
+    }
+}
+
 /// A fair acquire's place in line: the queue, heartbeat and ticket keys of each lock key, and
 /// the ticket (0 until a node has handed one out; then the largest seen, so that every node
 /// ranks the waiter alike from its second round on).
@@ -755,4 +868,30 @@ fn unix_micros() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_dequeues_each_node_that_did_not_grant_exactly_once() {
+        let late = LateReplies::new(5);
+        // Node 2 answered "no" before the grant but unseen by the round; 3 and 4 are still out.
+        assert!(!late.left_behind(2, false));
+        let votes = [
+            Vote::For,
+            Vote::Against,
+            Vote::Pending,
+            Vote::Pending,
+            Vote::Pending,
+        ];
+        assert_eq!(late.settle(&votes), vec![1, 2]);
+        // The late replies: a grant needs nothing, a refusal is dequeued by its reply.
+        assert!(!late.left_behind(3, true));
+        assert!(late.left_behind(4, false));
+        // A failed round's late replies dequeue nothing (its rollback covered them).
+        let failed = LateReplies::new(2);
+        assert!(!failed.left_behind(0, false) && !failed.left_behind(1, true));
+    }
 }

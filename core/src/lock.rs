@@ -393,6 +393,16 @@ async fn release(lock: &Lock) -> Released {
     .await;
     inner.cluster.stats.note(Event::Released);
     let result = released(inner.quorum, round);
+    // The next fair waiter of this process need not wait for the nodes' announcements; and
+    // its round goes out before whatever the caller does next (often: queue up again).
+    if result.held
+        && inner
+            .cluster
+            .notifier
+            .released_here(&inner.keys, &inner.token)
+    {
+        tokio::task::yield_now().await;
+    }
     let mut st = lock.state();
     st.released = true;
     st.report = result.report.clone();

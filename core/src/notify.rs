@@ -68,7 +68,18 @@ struct Channel {
     /// of nodes. Several releases are tracked: a late announcement of the previous release (a
     /// slow node's delete, arriving after the next holder already released) must not wipe out
     /// the count of the current one.
-    announcing: VecDeque<(String, u64)>,
+    announcing: VecDeque<Announcing>,
+}
+
+/// One release being announced on a channel.
+struct Announcing {
+    token: String,
+    /// Bit i: node i announced it.
+    seen: u64,
+    /// The releasing lock was in this process and already woke the first fair waiter when its
+    /// release reached a quorum ([`Notifier::released_here`]): the announcements wake only
+    /// the others.
+    fair_woken: bool,
 }
 
 /// The longest wait for a new pub/sub connection.
@@ -91,10 +102,11 @@ impl Channel {
             .min_by_key(|w| (ticket(w), w.token.get().map(String::as_bytes)))
     }
 
-    /// Wakes the waiter that waited longest (it leaves the line when its acquire ends).
-    fn wake_next(&mut self) {
+    /// Wakes the waiter that waited longest (it leaves the line when its acquire ends) and,
+    /// with `fair`, the first fair waiter.
+    fn wake_next(&mut self, fair: bool) {
         let ticket = |w: &Arc<Waiter>| w.ticket.load(Ordering::Acquire);
-        if let Some(w) = self.first_fair() {
+        if fair && let Some(w) = self.first_fair() {
             w.wake();
         }
         if let Some(w) = self.waiters.iter().find(|w| ticket(w) == 0) {
@@ -111,27 +123,57 @@ struct Channels {
 }
 
 impl Channels {
+    /// The release of `token` on `name`, as counted so far (a new entry when none is).
+    fn entry<'a>(ch: &'a mut Channel, token: &str) -> &'a mut Announcing {
+        let at = match ch.announcing.iter().position(|a| a.token == token) {
+            Some(at) => at,
+            None => {
+                if ch.announcing.len() == ANNOUNCING {
+                    ch.announcing.pop_front();
+                }
+                ch.announcing.push_back(Announcing {
+                    token: token.to_owned(),
+                    seen: 0,
+                    fair_woken: false,
+                });
+                ch.announcing.len() - 1
+            }
+        };
+        &mut ch.announcing[at]
+    }
+
     /// Node `node` announced the release of `token` on `name`.
     fn announce(&mut self, name: &str, node: usize, token: String, quorum: u32) {
         let Some(ch) = self.channels.get_mut(name) else {
             return;
         };
         let bit = 1u64 << node;
-        let at = match ch.announcing.iter().position(|(t, _)| *t == token) {
-            Some(at) => at,
-            None => {
-                if ch.announcing.len() == ANNOUNCING {
-                    ch.announcing.pop_front();
-                }
-                ch.announcing.push_back((token, 0));
-                ch.announcing.len() - 1
-            }
+        let a = Self::entry(ch, &token);
+        let before = a.seen;
+        a.seen |= bit;
+        if before & bit == 0 && a.seen.count_ones() == quorum {
+            let fair = !a.fair_woken;
+            ch.wake_next(fair);
+        }
+    }
+
+    /// A lock of this process released `token` on `name` on a quorum of nodes: wakes the
+    /// first fair waiter now, unless the announcements already did. Returns whether it woke one.
+    fn released_here(&mut self, name: &str, token: &str, quorum: u32) -> bool {
+        let Some(ch) = self.channels.get_mut(name) else {
+            return false;
         };
-        let seen = &mut ch.announcing[at].1;
-        let before = *seen;
-        *seen |= bit;
-        if before & bit == 0 && seen.count_ones() == quorum {
-            ch.wake_next();
+        let a = Self::entry(ch, token);
+        if a.fair_woken || a.seen.count_ones() >= quorum {
+            return false;
+        }
+        a.fair_woken = true;
+        match ch.first_fair() {
+            Some(w) => {
+                w.wake();
+                true
+            }
+            None => false,
         }
     }
 }
@@ -171,6 +213,22 @@ impl Notifier {
             tasks: Mutex::default(),
             wakeups: AtomicU64::new(0),
         })
+    }
+
+    /// A lock of this process released `token` on `keys` on a quorum of nodes (the same news as
+    /// a quorum of announcements, sooner or later than they come): wakes this process's first
+    /// fair waiter of each key at once; the announcements then wake only the others. Returns
+    /// whether a waiter was woken.
+    pub(crate) fn released_here(&self, keys: &[String], token: &str) -> bool {
+        let mut ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        if ch.channels.is_empty() {
+            return false;
+        }
+        let mut woke = false;
+        for key in keys {
+            woke |= ch.released_here(&crate::scripts::release_channel(key), token, self.quorum);
+        }
+        woke
     }
 
     /// Registers interest in releases of `channels` and subscribes on every node in the
@@ -363,7 +421,7 @@ impl Drop for Watch {
                         continue;
                     }
                     if hand_on {
-                        channel.wake_next();
+                        channel.wake_next(true);
                     }
                     if was_first && let Some(next) = channel.first_fair() {
                         next.nudge.notify_one();
@@ -436,5 +494,38 @@ mod tests {
         chs.announce("k", 1, "t3".into(), 3);
         chs.announce("k", 2, "t3".into(), 3);
         assert!(!woken());
+    }
+
+    #[test]
+    fn a_release_in_this_process_wakes_the_fair_head_once_and_the_announcements_the_others() {
+        let (fair, plain) = (waiter(1), waiter(2));
+        fair.rank(7, "tok");
+        let mut chs = Channels::default();
+        let ch = chs.channels.entry("k".into()).or_default();
+        ch.waiters.push(fair.clone());
+        ch.waiters.push(plain.clone());
+        let woken = |w: &Waiter| w.woken.swap(false, Ordering::AcqRel);
+        // The releasing lock saw its quorum first: the fair head is woken at once, alone.
+        chs.announce("k", 0, "t1".into(), 3);
+        assert!(chs.released_here("k", "t1", 3));
+        assert!(woken(&fair) && !woken(&plain));
+        // The announcements' quorum wakes the plain waiter, not the fair head a second time
+        // (a second wake-up would cost the queue a round that the nodes refuse).
+        chs.announce("k", 1, "t1".into(), 3);
+        chs.announce("k", 2, "t1".into(), 3);
+        assert!(
+            !woken(&fair),
+            "the fair head was woken twice for one release"
+        );
+        assert!(woken(&plain));
+        // Announcements first: the release's own quorum then wakes nobody again.
+        for node in 0..3 {
+            chs.announce("k", node, "t2".into(), 3);
+        }
+        assert!(woken(&fair) && woken(&plain));
+        assert!(!chs.released_here("k", "t2", 3));
+        assert!(!woken(&fair));
+        // A channel nobody watches: nothing to wake.
+        assert!(!chs.released_here("other", "t3", 3));
     }
 }

@@ -96,6 +96,12 @@ pub(crate) enum Tally {
     /// Acquire and extend: stop as soon as the outcome is decided (quorum reached, or out of
     /// reach with a refusal seen); a "yes" from a node in restart quarantine does not count.
     Eligible,
+    /// A fair acquire: as `Eligible`, except that a round that failed waits a little for the
+    /// replies still out (as long again as it took so far, at least [`FAIR_GRACE_MIN`], at most
+    /// the node timeout), so that its rollback goes only to the nodes that may hold a key and
+    /// not to every node that was merely slower than the refusals (a waiter's joining round
+    /// fails by design, once per grant).
+    Fair,
     /// Release: stop once a quorum has deleted the keys (the lock is then gone: no quorum can
     /// see it any more), else wait for every node; every "yes" counts (quarantine is irrelevant
     /// to deleting our own keys). The deletes still outstanding finish in the background.
@@ -103,6 +109,9 @@ pub(crate) enum Tally {
     /// Release that waits for every node (administrative release: a complete report).
     ReleaseAll,
 }
+
+/// The shortest wait of a lost [`Tally::Fair`] round for its outstanding replies.
+const FAIR_GRACE_MIN: Duration = Duration::from_millis(1);
 
 /// Sends `request(node)` to all nodes at once and counts the replies as they arrive.
 ///
@@ -144,6 +153,9 @@ where
     let mut deadline: Option<tokio::time::Instant> = None;
     let mut timer = std::pin::pin!(tokio::time::sleep(node_timeout));
     let mut timed_out = false;
+    // Tally::Fair: how long a lost round still waits for the replies that are out.
+    let mut grace: Option<tokio::time::Instant> = None;
+    let mut grace_timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
     std::future::poll_fn(|cx| {
         for (i, slot) in pending.iter_mut().enumerate() {
             let Some(fut) = slot else { continue };
@@ -157,7 +169,7 @@ where
             match reply {
                 Reply::Yes(_) | Reply::Reseated => {
                     let reseated = matches!(reply, Reply::Reseated);
-                    if tally != Tally::Eligible || node.eligible() {
+                    if !matches!(tally, Tally::Eligible | Tally::Fair) || node.eligible() {
                         granted += 1;
                         if let Reply::Yes(payload) = reply {
                             max_payload = max_payload.max(payload);
@@ -200,8 +212,16 @@ where
         // A failed round waits for a refusal (or for every node) so that the error kind does
         // not depend on reply order: Contended needs one "held elsewhere" answer.
         let failed_for_sure = n - refused - failed < q;
+        let lost = failed_for_sure && refused > 0;
+        if tally == Tally::Fair && lost && grace.is_none() {
+            let waited = Instant::now().saturating_duration_since(started);
+            let at = tokio::time::Instant::now() + waited.clamp(FAIR_GRACE_MIN, node_timeout);
+            grace_timer.as_mut().reset(at);
+            grace = Some(at);
+        }
         let decided = match tally {
-            Tally::Eligible => granted >= q || (failed_for_sure && refused > 0),
+            Tally::Eligible => granted >= q || lost,
+            Tally::Fair => granted >= q || (lost && grace_timer.as_mut().poll(cx).is_ready()),
             Tally::Release => granted >= q,
             Tally::ReleaseAll => false,
         };
