@@ -163,18 +163,16 @@ impl Channels {
         let Some(ch) = self.channels.get_mut(name) else {
             return false;
         };
+        let Some(first) = ch.first_fair().cloned() else {
+            return false;
+        };
         let a = Self::entry(ch, token);
         if a.fair_woken || a.seen.count_ones() >= quorum {
             return false;
         }
         a.fair_woken = true;
-        match ch.first_fair() {
-            Some(w) => {
-                w.wake();
-                true
-            }
-            None => false,
-        }
+        first.wake();
+        true
     }
 }
 

@@ -237,6 +237,126 @@ async fn twelve_workers_never_exceed_three_holders_while_a_node_restarts() {
     assert_eq!(most, u64::from(LIMIT), "the permits were never all in use");
 }
 
+/// The negative control of the referee test above, in the same scenario (twelve workers, limit
+/// 3, five nodes, node 2 killed and restarted empty): each worker runs the real admission and
+/// release scripts on every node but counts itself admitted by a MAJORITY of them (3), as
+/// redis-semaphore's RedlockSemaphore does, instead of Q(3) = 4. The referee then sees more than
+/// 3 holders at once, so the referee test above can fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn negative_control_with_a_majority_quorum_the_same_scenario_exceeds_three_holders() {
+    const LIMIT: u32 = 3;
+    let mut c = cluster(5);
+    let referee = cluster(1);
+    let key = format!("{}:ironlock:semaphore", unique("negsem"));
+    let majority = ironlock::quorum(5);
+    assert!(majority < ironlock::semaphore_quorum(5, LIMIT));
+    let (urls, referee_url) = (c.urls(), referee.urls()[0].clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (grants, most) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut workers = Vec::new();
+    for w in 0..12 {
+        let (urls, referee_url, key, stop) =
+            (urls.clone(), referee_url.clone(), key.clone(), stop.clone());
+        let (grants, most) = (grants.clone(), most.clone());
+        workers.push(tokio::spawn(async move {
+            let admit = redis::Script::new(ironlock::scripts::SEM_ACQUIRE_SOURCE);
+            let leave = redis::Script::new(ironlock::scripts::SEM_RELEASE_SOURCE);
+            let clients: Vec<_> = urls
+                .iter()
+                .map(|u| redis::Client::open(u.as_str()).unwrap())
+                .collect();
+            let mut conns: Vec<Option<redis::aio::MultiplexedConnection>> = vec![None; 5];
+            let r = redis::Client::open(referee_url).unwrap();
+            let mut r = r.get_multiplexed_async_connection().await.unwrap();
+            let deadline = Instant::now() + 12 * SEC;
+            let mut round = 0u64;
+            while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                round += 1;
+                let token = format!("w{w}-{round}");
+                for (slot, client) in conns.iter_mut().zip(&clients) {
+                    if slot.is_none() {
+                        let connect = client.get_multiplexed_async_connection();
+                        *slot = tokio::time::timeout(ms(200), connect)
+                            .await
+                            .ok()
+                            .and_then(Result::ok);
+                    }
+                }
+                let asks = conns.iter().map(|conn| {
+                    let (admit, key, token) = (&admit, &key, &token);
+                    async move {
+                        let mut conn = conn.clone()?;
+                        let mut call = admit.key(key);
+                        call.arg(token).arg(1000).arg(0).arg(LIMIT);
+                        let reply = call.invoke_async::<(i64, i64)>(&mut conn);
+                        match tokio::time::timeout(ms(200), reply).await {
+                            Ok(Ok((admitted, _fence))) => Some(admitted),
+                            _ => None,
+                        }
+                    }
+                });
+                let replies = futures_util::future::join_all(asks).await;
+                for (slot, reply) in conns.iter_mut().zip(&replies) {
+                    if reply.is_none() {
+                        *slot = None;
+                    }
+                }
+                let admitted = replies.iter().filter(|r| **r == Some(1)).count();
+                if admitted >= majority {
+                    let holders: u64 = redis::cmd("INCR")
+                        .arg("holders")
+                        .query_async(&mut r)
+                        .await
+                        .unwrap();
+                    grants.fetch_add(1, Ordering::Relaxed);
+                    most.fetch_max(holders, Ordering::Relaxed);
+                    tokio::time::sleep(ms(5)).await;
+                    let _: i64 = redis::cmd("DECR")
+                        .arg("holders")
+                        .query_async(&mut r)
+                        .await
+                        .unwrap();
+                }
+                for conn in conns.iter().flatten() {
+                    let mut conn = conn.clone();
+                    let mut call = leave.key(&key);
+                    call.arg(&token).arg(0);
+                    let _ =
+                        tokio::time::timeout(ms(200), call.invoke_async::<i64>(&mut conn)).await;
+                }
+                if admitted < majority {
+                    tokio::time::sleep(ms(2 + round % 5)).await;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(ms(1500)).await;
+    c.kill(2).unwrap();
+    tokio::time::sleep(ms(1000)).await;
+    c.start_node(2).unwrap();
+    // As long as the referee test runs after its restart, and up to 5 s more until the control
+    // has bitten (bounded: it fails if it never does).
+    let restarted = Instant::now();
+    while restarted.elapsed() < ms(1500)
+        || (most.load(Ordering::Relaxed) <= u64::from(LIMIT) && restarted.elapsed() < 5 * SEC)
+    {
+        tokio::time::sleep(ms(50)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    let (grants, most) = (grants.load(Ordering::Relaxed), most.load(Ordering::Relaxed));
+    eprintln!(
+        "majority quorum: {grants} grants to 12 workers, at most {most} holders at once (limit {LIMIT})"
+    );
+    assert!(grants >= 50, "too few grants to show anything: {grants}");
+    assert!(
+        most > u64::from(LIMIT),
+        "a majority quorum never let more than {LIMIT} hold: the control did not bite"
+    );
+}
+
 #[test]
 fn q_of_limit_matches_the_spec_formula() {
     for n in 1..=9 {
