@@ -215,7 +215,7 @@ where
         let lost = failed_for_sure && refused > 0;
         if tally == Tally::Fair && lost && grace.is_none() {
             let waited = Instant::now().saturating_duration_since(started);
-            let at = tokio::time::Instant::now() + waited.clamp(FAIR_GRACE_MIN, node_timeout);
+            let at = tokio::time::Instant::now() + waited.max(FAIR_GRACE_MIN).min(node_timeout);
             grace_timer.as_mut().reset(at);
             grace = Some(at);
         }

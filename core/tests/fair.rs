@@ -338,6 +338,37 @@ async fn a_bad_queue_timeout_names_the_setting() {
     }
 }
 
+/// A fair round that loses waits a little for its outstanding replies (at least 1 ms, at most the
+/// node timeout): with a node timeout below that minimum the wait is the node timeout, and the
+/// refused waiter gets its error (no panic), leaving no queue entry behind.
+#[tokio::test]
+async fn a_lost_fair_round_with_a_sub_millisecond_node_timeout_is_refused_cleanly() {
+    let c = cluster(3);
+    let name = unique("fairtiny");
+    let holder_m = LockManager::new(config(&c)).await.unwrap();
+    let holder = holder_m.acquire(&[&name], 10 * SEC).await.unwrap();
+    let tiny = LockManager::new(config(&c).node_timeout(Duration::from_micros(900)))
+        .await
+        .unwrap();
+    // Some rounds may time out whole at 900 µs; the ones the nodes refuse are the case.
+    let mut refused = 0;
+    for _ in 0..50 {
+        let options = AcquireOptions::try_once().fair(true);
+        let e = tiny.acquire_with(&[&name], SEC, options).await.unwrap_err();
+        match e.kind() {
+            ErrorKind::Contended => refused += 1,
+            ErrorKind::Unavailable => {}
+            _ => panic!("{e}"),
+        }
+    }
+    assert!(
+        refused > 0,
+        "no round was refused in time: nothing was tested"
+    );
+    no_queue_left(&c, 3, &name).await;
+    assert!(holder.release().await.held);
+}
+
 fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
