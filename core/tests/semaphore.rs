@@ -169,6 +169,28 @@ async fn a_majority_does_not_admit_a_permit_when_the_limit_is_two() {
     assert!(p.release().await.held);
 }
 
+/// A grant's 5 ms on the referee: counts the holders (INCR), records the grant and the most
+/// holders seen, and leaves (DECR).
+async fn hold_counted(
+    r: &mut redis::aio::MultiplexedConnection,
+    grants: &AtomicU64,
+    most: &AtomicU64,
+) {
+    let holders: u64 = redis::cmd("INCR")
+        .arg("holders")
+        .query_async(r)
+        .await
+        .unwrap();
+    grants.fetch_add(1, Ordering::Relaxed);
+    most.fetch_max(holders, Ordering::Relaxed);
+    tokio::time::sleep(ms(5)).await;
+    let _: i64 = redis::cmd("DECR")
+        .arg("holders")
+        .query_async(r)
+        .await
+        .unwrap();
+}
+
 /// Twelve workers contend for 3 permits on 5 nodes while one node is killed and restarted
 /// empty (restart quarantine on); a referee counter on a separate node counts the holders at
 /// every grant. Never more than 3.
@@ -203,19 +225,7 @@ async fn twelve_workers_never_exceed_three_holders_while_a_node_restarts() {
                 let Ok(p) = sem.acquire_with(SEC, AcquireOptions::wait(ms(500))).await else {
                     continue;
                 };
-                let holders: u64 = redis::cmd("INCR")
-                    .arg("holders")
-                    .query_async(&mut r)
-                    .await
-                    .unwrap();
-                grants.fetch_add(1, Ordering::Relaxed);
-                most.fetch_max(holders, Ordering::Relaxed);
-                tokio::time::sleep(ms(5)).await;
-                let _: i64 = redis::cmd("DECR")
-                    .arg("holders")
-                    .query_async(&mut r)
-                    .await
-                    .unwrap();
+                hold_counted(&mut r, &grants, &most).await;
                 p.release().await;
             }
             m.close();
@@ -303,19 +313,7 @@ async fn negative_control_with_a_majority_quorum_the_same_scenario_exceeds_three
                 }
                 let admitted = replies.iter().filter(|r| **r == Some(1)).count();
                 if admitted >= majority {
-                    let holders: u64 = redis::cmd("INCR")
-                        .arg("holders")
-                        .query_async(&mut r)
-                        .await
-                        .unwrap();
-                    grants.fetch_add(1, Ordering::Relaxed);
-                    most.fetch_max(holders, Ordering::Relaxed);
-                    tokio::time::sleep(ms(5)).await;
-                    let _: i64 = redis::cmd("DECR")
-                        .arg("holders")
-                        .query_async(&mut r)
-                        .await
-                        .unwrap();
+                    hold_counted(&mut r, &grants, &most).await;
                 }
                 for conn in conns.iter().flatten() {
                     let mut conn = conn.clone();
