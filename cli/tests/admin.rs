@@ -286,7 +286,8 @@ fn secrets_stay_off_the_command_line() {
 
 #[test]
 fn mutual_tls_from_the_command_line() {
-    let dir = temp_dir().join("pki");
+    let tmp = temp_dir();
+    let dir = tmp.join("pki");
     ironlock_harness::make_test_pki(&dir);
     let path = |f: &str| dir.join(f).to_str().unwrap().to_owned();
     let tls_port = {
@@ -353,7 +354,8 @@ fn mutual_tls_from_the_command_line() {
 
 #[test]
 fn a_server_name_from_the_command_line_as_the_least_privilege_user() {
-    let dir = temp_dir().join("pki");
+    let tmp = temp_dir();
+    let dir = tmp.join("pki");
     ironlock_harness::make_test_pki(&dir);
     let path = |f: &str| dir.join(f).to_str().unwrap().to_owned();
     let tls_port = {

@@ -15,11 +15,27 @@ pub fn cluster(n: usize) -> Cluster {
     Cluster::start(n).unwrap_or_else(|e| panic!("cannot start {n} redis nodes: {e}"))
 }
 
-/// A fresh temporary directory for one test.
-pub fn temp_dir() -> PathBuf {
+/// A fresh temporary directory for one test, removed with everything in it when dropped.
+pub struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fresh temporary directory for one test (see [`TempDir`]).
+pub fn temp_dir() -> TempDir {
     let dir = std::env::temp_dir().join(unique("ironlock-cli-test"));
     std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
+    TempDir(dir)
 }
 
 /// `ironlock` with a clean environment for node selection, pointed at `urls`; fresh test nodes
@@ -150,7 +166,8 @@ pub struct Holder {
 /// is held and ironlock's signal handlers are installed). `then` is what the command does while
 /// holding: `exec sleep 20` to hold until signalled, `sleep 2` to hold for a while.
 pub fn hold(urls: &[String], options: &[&str], key: &str, then: &str) -> Holder {
-    let ready = temp_dir().join("token");
+    let dir = temp_dir();
+    let ready = dir.join("token");
     let child = spawn(
         ironlock(urls)
             .arg("run")
