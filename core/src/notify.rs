@@ -4,7 +4,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::runtime::Handle;
@@ -83,11 +84,16 @@ struct Announcing {
 }
 
 /// The longest wait for a new pub/sub connection.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The longest wait for a SUBSCRIBE or UNSUBSCRIBE to be answered (generous: under valgrind a
 /// round trip can take a good part of a second).
-const SUBSCRIBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The first pause before connecting again to a node whose pub/sub connection was lost or could
+/// not be made; it doubles up to [`RECONNECT_MAX`] while the node stays out of reach.
+const RECONNECT_MIN: Duration = Duration::from_millis(50);
+const RECONNECT_MAX: Duration = Duration::from_secs(2);
 
 /// How many recent releases of one key are counted at once.
 const ANNOUNCING: usize = 4;
@@ -184,9 +190,17 @@ pub(crate) struct Notifier {
     /// The manager's runtime: subscriptions and readers run there.
     rt: Handle,
     channels: Arc<Mutex<Channels>>,
-    sinks: Vec<tokio::sync::Mutex<Option<Subscriber>>>,
+    sinks: Vec<tokio::sync::Mutex<Sink>>,
     tasks: Mutex<Vec<AbortHandle>>,
     pub(crate) wakeups: AtomicU64,
+}
+
+/// The pub/sub connection to one node, if there is one, and which one it is: the reader of a
+/// connection that ended clears the slot only if it still holds that connection.
+#[derive(Default)]
+struct Sink {
+    conn: Option<Subscriber>,
+    generation: u64,
 }
 
 /// A waiter's registration; unsubscribes when dropped.
@@ -198,10 +212,7 @@ pub(crate) struct Watch {
 
 impl Notifier {
     pub(crate) fn new(nodes: Vec<Arc<Node>>, quorum: usize, rt: Handle) -> Arc<Self> {
-        let sinks = nodes
-            .iter()
-            .map(|_| tokio::sync::Mutex::new(None))
-            .collect();
+        let sinks = nodes.iter().map(|_| Default::default()).collect();
         Arc::new(Notifier {
             nodes,
             quorum: quorum as u32,
@@ -283,24 +294,61 @@ impl Notifier {
                 // channel that emptied and a SUBSCRIBE of the same channel watched again
                 // cannot overtake each other and leave its waiters deaf.
                 let mut slot = this.sinks[i].lock().await;
-                let Some(sink) = slot.as_mut() else {
-                    // A new connection subscribes everything watched, these channels included.
-                    *slot = this.connect(i).await;
-                    return;
-                };
-                let watched = this.select(&channels, true);
-                if watched.is_empty() {
+                if let Some(sink) = slot.conn.as_mut() {
+                    let watched = this.select(&channels, true);
+                    if watched.is_empty() {
+                        return;
+                    }
+                    // Bounded: the lock is held (a stopped node must not stall every later
+                    // subscription change of this node); an unanswered connection is dropped.
+                    let sent =
+                        tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.subscribe(&watched)).await;
+                    if matches!(sent, Ok(Ok(_))) {
+                        return;
+                    }
+                    slot.conn = None;
+                }
+                // A new connection subscribes everything watched, these channels included.
+                if this.connect(i, &mut slot).await {
                     return;
                 }
-                // Bounded: the lock is held (a stopped node must not stall every later
-                // subscription change of this node); an unanswered connection is dropped.
-                let sent = tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.subscribe(&watched)).await;
-                if !matches!(sent, Ok(Ok(_))) {
-                    *slot = None;
-                }
+                drop(slot);
+                Self::reconnect(Arc::downgrade(&this), i).await;
             }
         });
         futures_util::future::join_all(subs).await;
+    }
+
+    /// Connects to node `i` again, with growing pauses, until it answers (the new connection
+    /// subscribes every watched channel), another task connected it, nothing is watched any
+    /// more (the next waiter connects) or the manager is gone. The pub/sub connection of a node
+    /// that restarted, was cut off or did not answer at first thus comes back by itself while
+    /// waiters listen: without it, their channels would stay deaf on that node until a fresh
+    /// channel is watched, and a rolling restart could leave fewer than a quorum announcing.
+    /// (Boxed: the reader that [`Self::connect`] starts calls it, which calls `connect`.)
+    fn reconnect(this: Weak<Self>, i: usize) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            let mut pause = RECONNECT_MIN;
+            loop {
+                tokio::time::sleep(pause).await;
+                let Some(this) = this.upgrade() else { return };
+                let mut slot = this.sinks[i].lock().await;
+                if slot.conn.is_some()
+                    || this
+                        .channels
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .channels
+                        .is_empty()
+                {
+                    return;
+                }
+                if this.connect(i, &mut slot).await {
+                    return;
+                }
+                pause = (pause * 2).min(RECONNECT_MAX);
+            }
+        })
     }
 
     /// Those of `channels` that are watched now (`watched`), or no longer watched.
@@ -313,36 +361,58 @@ impl Notifier {
             .collect()
     }
 
-    /// A pub/sub connection to node `i`, subscribed to every watched channel, with its reader
-    /// started (called with the node's sink slot locked).
-    async fn connect(self: &Arc<Self>, i: usize) -> Option<Subscriber> {
+    /// Makes a pub/sub connection to node `i` in `slot` (the node's, locked by the caller),
+    /// subscribed to every watched channel, and starts its reader; whether it succeeded. When
+    /// the connection ends, its reader clears the slot and connects again ([`Self::reconnect`]).
+    async fn connect(self: &Arc<Self>, i: usize, slot: &mut Sink) -> bool {
         let node = &self.nodes[i];
-        let (mut sink, mut stream) = tokio::time::timeout(CONNECT_TIMEOUT, node.subscriber())
-            .await
-            .ok()?
-            .ok()?;
+        let Ok(Ok((mut sink, mut stream))) =
+            tokio::time::timeout(CONNECT_TIMEOUT, node.subscriber()).await
+        else {
+            return false;
+        };
         let watched: Vec<String> = {
             let ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
             ch.channels.keys().cloned().collect()
         };
-        if !watched.is_empty() {
-            tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.subscribe(&watched))
-                .await
-                .ok()?
-                .ok()?;
+        if !watched.is_empty()
+            && !matches!(
+                tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.subscribe(&watched)).await,
+                Ok(Ok(_))
+            )
+        {
+            return false;
         }
-        let channels = self.channels.clone();
-        let quorum = self.quorum;
+        slot.generation += 1;
+        slot.conn = Some(sink);
+        let generation = slot.generation;
+        let this = Arc::downgrade(self);
         let task = self.rt.spawn(async move {
             while let Some((channel, token)) = stream.next().await {
-                channels
+                let Some(notifier) = this.upgrade() else {
+                    return;
+                };
+                notifier
+                    .channels
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .announce(&channel, i, token, quorum);
+                    .announce(&channel, i, token, notifier.quorum);
             }
+            // The connection ended (the node restarted, closed it or went away).
+            {
+                let Some(notifier) = this.upgrade() else {
+                    return;
+                };
+                let mut slot = notifier.sinks[i].lock().await;
+                if slot.generation != generation {
+                    return; // already replaced
+                }
+                slot.conn = None;
+            }
+            Self::reconnect(this, i).await;
         });
         self.track(task.abort_handle());
-        Some(sink)
+        true
     }
 
     /// Stops the pub/sub readers (no I/O; the connections close when dropped).
@@ -437,7 +507,7 @@ impl Drop for Watch {
         self.notifier.rt.spawn(async move {
             for slot in &notifier.sinks {
                 let mut slot = slot.lock().await;
-                if let Some(s) = slot.as_mut() {
+                if let Some(s) = slot.conn.as_mut() {
                     let gone = notifier.select(&gone, false);
                     if !gone.is_empty() {
                         let _ = tokio::time::timeout(SUBSCRIBE_TIMEOUT, s.unsubscribe(&gone)).await;

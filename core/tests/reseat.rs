@@ -1,7 +1,7 @@
 //! Re-seating (SPEC §12) against real nodes: a lock held under auto-extension survives a rolling
 //! restart of every node; with `reseat` off the same run loses it; a contender never gets it;
 //! re-seating never writes to a node that did not restart nor over another token, and a failed
-//! extension takes its re-seated keys back.
+//! extension takes its re-seated keys back; release wake-ups come back with the restarted nodes.
 
 mod common;
 
@@ -314,4 +314,112 @@ async fn a_lock_held_through_a_rolling_restart_of_every_node_is_kept() {
         held_on.extensions(),
         tries.load(Ordering::SeqCst)
     );
+}
+
+/// Waits until node `url` has a subscriber on `channel` (bounded: fails after 10 s).
+async fn subscribed(url: &str, channel: &str, what: &str) {
+    let deadline = Instant::now() + 10 * SEC;
+    loop {
+        let (_, n): (String, u64) = cmd(url, &["PUBSUB", "NUMSUB", channel]).await;
+        if n > 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: nobody subscribed to {channel} on {url}"
+        );
+        tokio::time::sleep(ms(50)).await;
+    }
+}
+
+/// Release wake-ups survive a rolling restart (SPEC §3.2, §12): the pub/sub connection to a
+/// restarted node comes back by itself and subscribes again to the channels still watched
+/// (here by one waiter that listens throughout), so after two of three nodes restarted one
+/// after the other, a release still reaches a quorum of announcements and wakes the waiter.
+/// Deaf on the two restarted nodes, one announcement of three wakes nobody and the waiter sits
+/// out its 20 s retry delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_wake_ups_survive_a_rolling_restart_while_a_waiter_listens() {
+    let mut c = cluster(3);
+    let urls = c.urls();
+    let config = || {
+        Config::new(c.urls())
+            .restart_quarantine(false)
+            .connect_timeout(5 * SEC)
+    };
+    let holder = LockManager::new(config()).await.unwrap();
+    let waiters = LockManager::new(
+        config()
+            .retry_delay(20 * SEC)
+            .retry_jitter(ms(0))
+            .retry_count(1),
+    )
+    .await
+    .unwrap();
+    let r = unique("rolling-wake");
+    let channel = format!("{r}:ironlock:release");
+    let lock = holder.acquire(&[&r], 20 * SEC).await.expect("granted");
+    let w = {
+        let (waiters, r) = (waiters.clone(), r.clone());
+        tokio::spawn(async move { waiters.acquire(&[&r], 30 * SEC).await })
+    };
+    for u in &urls {
+        subscribed(u, &channel, "before the restarts").await;
+    }
+    for i in [0, 1] {
+        let before = waiters.node_status()[i].run_id.clone();
+        restart(&mut c, &holder, i).await;
+        reconnected(&waiters, i, &before).await;
+        lock.extend(20 * SEC)
+            .await
+            .expect("two nodes still hold it");
+        let deadline = Instant::now() + 5 * SEC;
+        while get(&urls[i], &r).await.as_deref() != Some(lock.token()) {
+            assert!(Instant::now() < deadline, "node {i} was never re-seated");
+            tokio::time::sleep(ms(50)).await;
+        }
+        subscribed(&urls[i], &channel, &format!("after node {i} restarted")).await;
+    }
+    assert_eq!(waiters.stats().wakeups, 0, "{:?}", waiters.stats());
+    assert!(lock.release().await.held);
+    let got = tokio::time::timeout(15 * SEC, w)
+        .await
+        .expect("woken by the announcements, not after its 20 s retry delay")
+        .unwrap()
+        .expect("the woken waiter acquires");
+    assert_eq!(waiters.stats().wakeups, 1, "{:?}", waiters.stats());
+    assert_eq!(got.report().rounds, 2);
+    got.release().await;
+}
+
+/// A node that is down when a waiter starts listening is subscribed as soon as it is back,
+/// while the waiter still waits (not only when some later waiter watches a fresh channel).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_down_when_a_waiter_subscribes_is_subscribed_when_it_comes_back() {
+    let mut c = cluster(3);
+    let urls = c.urls();
+    let config = || {
+        Config::new(c.urls())
+            .restart_quarantine(false)
+            .connect_timeout(5 * SEC)
+    };
+    let holder = LockManager::new(config()).await.unwrap();
+    let waiters = LockManager::new(config().retry_delay(20 * SEC).retry_count(1))
+        .await
+        .unwrap();
+    let r = unique("down-at-watch");
+    let channel = format!("{r}:ironlock:release");
+    let lock = holder.acquire(&[&r], 20 * SEC).await.expect("granted");
+    tokio::task::block_in_place(|| c.kill(2)).unwrap();
+    let w = {
+        let (waiters, r) = (waiters.clone(), r.clone());
+        tokio::spawn(async move { waiters.acquire(&[&r], 30 * SEC).await })
+    };
+    subscribed(&urls[0], &channel, "node 0").await;
+    tokio::time::sleep(ms(500)).await; // a few reconnection attempts fail meanwhile
+    tokio::task::block_in_place(|| c.start_node(2)).unwrap();
+    subscribed(&urls[2], &channel, "node 2, back").await;
+    assert!(!w.is_finished());
+    lock.release().await;
+    w.abort();
 }
