@@ -321,7 +321,7 @@ async fn acquire_round(
                 let granted = matches!(reply, Reply::Yes(_));
                 if i.is_some_and(|i| fr.late.left_behind(i, granted)) {
                     // The lock was granted without this node, which kept our queue entry.
-                    dequeue_on(&req, node);
+                    dequeue_on(&req, vec![node]);
                 }
                 drop(unanswered);
                 return reply;
@@ -379,12 +379,7 @@ async fn acquire_round(
             let rest: Vec<Arc<Node>> = (fr.late.settle(&votes).into_iter())
                 .map(|i| cluster.nodes[i].clone())
                 .collect();
-            if !rest.is_empty() {
-                let req = req.clone();
-                cluster
-                    .rt
-                    .spawn(async move { req.leave_queue(&rest, QueueOp::Dequeue).await });
-            }
+            dequeue_on(req, rest);
         }
         let mut report = round.report;
         report.rounds = round_no;
@@ -665,11 +660,13 @@ impl LateReplies {
     }
 }
 
-/// Takes a granted fair request's entries out of `node`'s queue, in the background.
-fn dequeue_on(req: &Arc<AcquireRequest>, node: Arc<Node>) {
+/// Takes a granted fair request's entries out of the queues of `nodes`, in the background.
+fn dequeue_on(req: &Arc<AcquireRequest>, nodes: Vec<Arc<Node>>) {
+    let Some(rt) = nodes.first().map(|n| n.runtime().clone()) else {
+        return;
+    };
     let req = req.clone();
-    let rt = node.runtime().clone();
-    rt.spawn(async move { req.leave_queue(&[node], QueueOp::Dequeue).await });
+    rt.spawn(async move { req.leave_queue(&nodes, QueueOp::Dequeue).await });
 }
 
 /// A fair round's request to one node, while its reply is out.
@@ -694,7 +691,7 @@ impl Drop for Unanswered {
                 .is_ok()
             });
         if granted_without {
-            dequeue_on(&self.req, self.node.clone());
+            dequeue_on(&self.req, vec![self.node.clone()]);
         }
     }
 }
