@@ -392,8 +392,10 @@ pub unsafe extern "C" fn ironlock_lock_auto_extend(
             if !watched.is_lost() {
                 return; // released, not lost
             }
-            if let Some(cb) = &callback {
-                cb.fire_once(&watcher_gate);
+            // On a thread of its own: the runtime is driven by whichever thread is inside a
+            // blocking call, and the callback must not run inside the caller's next call.
+            if let Some(cb) = callback {
+                let _ = tokio::task::spawn_blocking(move || cb.fire_once(&watcher_gate)).await;
             }
         });
         *auto = Some(AutoExtend {
