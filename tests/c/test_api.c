@@ -314,10 +314,13 @@ typedef struct {
     atomic_int calls;
     ironlock_lock *lock;
     atomic_int blocking_status; /* what a blocking call inside the callback returned */
+    pthread_t caller;           /* the test's thread: the callback must run on another */
+    atomic_int on_caller;
 } lost_state;
 
 static void on_lost(void *userdata) {
     lost_state *st = userdata;
+    if (pthread_equal(pthread_self(), st->caller)) atomic_store(&st->on_caller, 1);
     /* Allowed: non-blocking accessors. Refused: blocking calls (they would stall the runtime). */
     atomic_store(&st->blocking_status, ironlock_extend(st->lock, 1000));
     if (ironlock_lock_is_lost(st->lock)) atomic_fetch_add(&st->calls, 1);
@@ -344,6 +347,8 @@ static void test_auto_extend(harness *h, ironlock_manager *m) {
     lost_state st;
     atomic_init(&st.calls, 0);
     atomic_init(&st.blocking_status, -1);
+    atomic_init(&st.on_caller, 0);
+    st.caller = pthread_self();
     st.lock = lock;
     CHECK_STATUS(ironlock_lock_auto_extend(lock, on_lost, &st), IRONLOCK_OK, NULL);
     CHECK_STATUS(ironlock_lock_auto_extend(lock, on_lost, &st), IRONLOCK_INVALID_ARGUMENT, "already running");
@@ -362,6 +367,7 @@ static void test_auto_extend(harness *h, ironlock_manager *m) {
     CHECK(ironlock_lock_is_lost(lock));
     CHECK(!ironlock_lock_is_valid(lock));
     CHECK(atomic_load(&st.blocking_status) == IRONLOCK_INVALID_ARGUMENT);
+    CHECK(atomic_load(&st.on_caller) == 0); /* never inside the caller's own calls */
     sleep_ms(100);
     CHECK(atomic_load(&st.calls) == 1); /* once */
     CHECK_STATUS(ironlock_extend(lock, 1000), IRONLOCK_LOST, "lost");
