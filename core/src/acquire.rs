@@ -88,6 +88,9 @@ pub(crate) async fn acquire_permit(
     ttl: Duration,
     options: AcquireOptions,
 ) -> Result<Lock> {
+    if resource.is_empty() {
+        return Err(Error::invalid("resource: empty resource name"));
+    }
     if limit == 0 || limit > MAX_SEMAPHORE_LIMIT {
         return Err(Error::invalid(format!(
             "limit: must be between 1 and {MAX_SEMAPHORE_LIMIT}, got {limit}"

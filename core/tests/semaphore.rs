@@ -31,6 +31,7 @@ async fn the_quorum_grows_with_the_limit_and_bad_limits_name_the_argument() {
     }
     let e = m.semaphore("", 2).acquire(SEC).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(e.message(), "resource: empty resource name", "{e}");
 }
 
 #[tokio::test]

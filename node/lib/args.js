@@ -34,6 +34,13 @@ function resources(name, v) {
   return v
 }
 
+/** One resource name (a semaphore's): a string of well-formed Unicode. */
+function resource(name, v) {
+  if (typeof v !== 'string') throw invalid(`${name}: expected a string, got ${describe(v)}`)
+  if (LONE_SURROGATE.test(v)) throw invalid(`${name}: not valid Unicode (lone surrogate), cannot be UTF-8`)
+  return v
+}
+
 function number(name, v) {
   if (typeof v !== 'number') {
     throw invalid(`${name}: expected a number of milliseconds, got ${describe(v)}`)
@@ -160,6 +167,7 @@ module.exports = {
   SETTINGS,
   stringArray,
   resources,
+  resource,
   number,
   count,
   settings,

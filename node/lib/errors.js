@@ -7,9 +7,12 @@
 const native = require('../index.js')
 
 const ENVELOPE = 'ironlock:'
-/** What an error needs to build node-redlock's `attempts`: see `withVoters`. */
-const kVoters = Symbol('ironlock.voters')
-const kAttempts = Symbol('ironlock.attempts')
+// What an error needs to build node-redlock's `attempts` (see `withVoters`), and the built value,
+// per error. WeakMaps rather than symbol properties: they hold the caller's node objects (which
+// may carry a password), and `util.inspect(err, { showHidden: true })` prints symbol
+// properties, never a WeakMap's entries.
+const VOTERS = new WeakMap()
+const ATTEMPTS = new WeakMap()
 
 /**
  * Base class of every ironlock error: `code` (SPEC §5), the per-node `report` of the last round,
@@ -36,7 +39,7 @@ class ExecutionError extends IronlockError {
   constructor(message, options) {
     super(message, Array.isArray(options) ? { code: 'UNAVAILABLE' } : options)
     if (Array.isArray(options)) {
-      Object.defineProperty(this, kAttempts, { value: Object.freeze([...options]), writable: true })
+      ATTEMPTS.set(this, Object.freeze([...options]))
     }
   }
 }
@@ -134,14 +137,14 @@ function fromNative(err, voters) {
 
 /**
  * Attaches what `attempts` needs and the report cannot say: `{nodes, resources}`, where
- * `nodes[i]` is node i as the caller gave it when it was a client instance or an options object
- * (node-redlock keys its votes by client), else null (the report's password-free URL is used),
+ * `nodes[i]` is node i as the caller gave it when it was a client instance (node-redlock keys
+ * its votes by client), else null (the report's password-free URL is used),
  * and `resources` is the number of resources of the operation. Not enumerable: inspecting an
  * error never walks into client objects.
  */
 function withVoters(err, voters) {
-  if (voters && err instanceof IronlockError && err[kVoters] === undefined) {
-    Object.defineProperty(err, kVoters, { value: voters })
+  if (voters && err instanceof IronlockError && !VOTERS.has(err)) {
+    VOTERS.set(err, voters)
   }
   return err
 }
@@ -215,13 +218,8 @@ function attemptsOf({ report, rounds }, voters) {
 // error does not show it).
 Object.defineProperty(ExecutionError.prototype, 'attempts', {
   get() {
-    if (this[kAttempts] === undefined) {
-      Object.defineProperty(this, kAttempts, {
-        value: attemptsOf(this, this[kVoters]),
-        writable: true,
-      })
-    }
-    return this[kAttempts]
+    if (!ATTEMPTS.has(this)) ATTEMPTS.set(this, attemptsOf(this, VOTERS.get(this)))
+    return ATTEMPTS.get(this)
   },
   configurable: true,
 })

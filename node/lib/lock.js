@@ -11,7 +11,9 @@ const { start } = require('./calls.js')
 
 const { LockLostError, fromNative } = errors
 const kNative = Symbol('ironlock.native')
-const kContext = Symbol('ironlock.context')
+// `{manager, nodes, observe}` per lock, in a WeakMap: the node objects may carry passwords and
+// `util.inspect(…, { showHidden: true })` prints symbol properties.
+const CONTEXT = new WeakMap()
 
 /** The core's report of a native lock's last operation: `{elapsed_ms, rounds, nodes}`. */
 function coreReport(n) {
@@ -67,17 +69,17 @@ class Lock {
       throw errors.invalid('Lock: locks are created by LockManager.acquire')
     }
     Object.defineProperty(this, kNative, { value: nativeLock })
-    Object.defineProperty(this, kContext, { value: context ?? {} })
+    CONTEXT.set(this, context ?? {})
   }
 
   /** The manager that granted this lock (node-redlock's `lock.redlock`). */
   get manager() {
-    return this[kContext].manager
+    return CONTEXT.get(this).manager
   }
 
   /** node-redlock's name for `manager`. */
   get redlock() {
-    return this[kContext].manager
+    return CONTEXT.get(this).manager
   }
 
   /** The resource names, as given. */
@@ -138,12 +140,12 @@ class Lock {
   }
 
   #voters() {
-    return { nodes: this[kContext].nodes, resources: this[kNative].resources.length }
+    return { nodes: CONTEXT.get(this).nodes, resources: this[kNative].resources.length }
   }
 
   #fail() {
     const voters = this.#voters()
-    const observe = this[kContext].observe
+    const observe = CONTEXT.get(this).observe
     return (e) => {
       const err = fromNative(e, voters)
       observe?.(err.report, voters)
@@ -152,7 +154,7 @@ class Lock {
   }
 
   #ok(map) {
-    const observe = this[kContext].observe
+    const observe = CONTEXT.get(this).observe
     if (!observe) return map
     const voters = this.#voters()
     return (v) => {

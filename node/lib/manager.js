@@ -13,12 +13,14 @@ const { Lock, runUsing } = require('./lock.js')
 
 const { fromNative } = errors
 const kNative = Symbol('ironlock.native')
-const kState = Symbol('ironlock.state')
+// `{urls, nodes, settings, natives}` per manager: the URLs and node objects may carry passwords,
+// so they live in a WeakMap, which `util.inspect(…, { showHidden: true })` does not print.
+const STATE = new WeakMap()
 const kManager = Symbol('ironlock.manager')
 /** Internal hooks shared with `Redlock` (lib/redlock.js). */
 const internal = {
   /** `{urls, nodes, settings, natives}` of a manager. */
-  state: (manager) => manager[kState],
+  state: (manager) => STATE.get(manager),
   /** A native manager over the same nodes with `settings` (throws InvalidArgumentError). */
   open(urls, settings) {
     try {
@@ -35,13 +37,13 @@ const internal = {
 
 /** The Lock of a granted native lock, with what `attempts` and `observe` need. */
 function lockOf(manager, n) {
-  const state = manager[kState]
+  const state = STATE.get(manager)
   return new Lock(n, { manager, nodes: state.nodes, observe: manager[internal.observe] })
 }
 
 /** The acquire of `manager` through native manager `n` (the manager's own, or a Redlock variant). */
 function acquire(manager, n, resources, durationMs, options, signal, limit) {
-  const state = manager[kState]
+  const state = STATE.get(manager)
   const voters = { nodes: state.nodes, resources: resources.length }
   const observe = manager[internal.observe]
   const fail = (e) => {
@@ -124,9 +126,7 @@ class LockManager extends EventEmitter {
     if (keyPrefix !== undefined && s.keyPrefix === undefined) s.keyPrefix = keyPrefix
     const n = internal.open(urls, s)
     Object.defineProperty(this, kNative, { value: n })
-    Object.defineProperty(this, kState, {
-      value: { urls, nodes: given.some((x) => x !== null) ? given : undefined, settings: s, natives: [n] },
-    })
+    STATE.set(this, { urls, nodes: given.some((x) => x !== null) ? given : undefined, settings: s, natives: [n] })
   }
 
   /**
@@ -177,9 +177,7 @@ class LockManager extends EventEmitter {
    * every permit stays held. A permit needs floor(limit × N / (limit + 1)) + 1 admitting nodes.
    */
   semaphore(resource, limit) {
-    if (typeof resource !== 'string') {
-      throw errors.invalid(`resource: expected a string, got ${args.describe(resource)}`)
-    }
+    args.resource('resource', resource)
     if (!Number.isInteger(limit) || limit < 0 || limit > 0xffffffff) {
       throw errors.invalid(`limit: expected an integer between 1 and 10000, got ${args.describe(limit)}`)
     }
@@ -237,7 +235,7 @@ class LockManager extends EventEmitter {
   /** Stops background work. Held locks are not released; later calls reject UNAVAILABLE. */
   async close() {
     try {
-      await Promise.all(this[kState].natives.map((n) => n.close()))
+      await Promise.all(STATE.get(this).natives.map((n) => n.close()))
     } catch (e) {
       throw fromNative(e)
     }

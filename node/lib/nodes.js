@@ -98,7 +98,7 @@ function objectNode(what, o) {
 
 /**
  * `{urls, nodes, nodeTls, keyPrefix}` for the core: the URLs, the caller's node objects by index
- * (null for URL strings; node-redlock keys its votes by client), each node's own TLS options
+ * (clients only, null for URL strings and options objects; node-redlock keys its votes by client), each node's own TLS options
  * (`{index, ca, cert, key, servername}`, for the nodes whose object gives any) and the key
  * prefix the client objects agree on (undefined when none gives one).
  */
@@ -137,7 +137,9 @@ function resolveNodes(given) {
     }
     const node = objectNode(what, v)
     urls.push(node.url)
-    nodes.push(v)
+    // Clients key node-redlock's `attempts` votes (its API); an options object would carry its
+    // password into them, so its votes are keyed by the report's password-free URL instead.
+    nodes.push(isClient(v) ? v : null)
     if (node.nodeTls) nodeTls.push({ index: i, ...node.nodeTls })
     prefixes.add(node.keyPrefix)
   })

@@ -537,6 +537,27 @@ describe('failures', () => {
     }
   })
 
+  it('passwords never show, not even with showHidden: managers, locks, errors and their attempts', async () => {
+    const cluster = await startCluster(2, ['--requirepass', 'hunter2secret'])
+    const nodes = cluster.ports.map((port) => ({ host: '127.0.0.1', port, password: 'hunter2secret' }))
+    const manager = await LockManager.connect(nodes, { ...TEST_SETTINGS, retryCount: 0 })
+    const deep = (x) => inspect(x, { showHidden: true, depth: 20, getters: true })
+    try {
+      const r = unique('hidden')
+      const lock = await manager.acquire([r], 5_000)
+      const e = await manager.acquire([r], 1_000).catch((x) => x)
+      assert.ok(e instanceof ExecutionError, String(e))
+      const attempts = await Promise.all(e.attempts)
+      assert.equal(attempts.length, 1)
+      const everything = [deep(manager), deep(lock), deep(e), deep(e.attempts)].join('\n')
+      assert.ok(!everything.includes('hunter2secret'), everything)
+      await lock.release()
+    } finally {
+      await manager.close()
+      await cluster.quit()
+    }
+  })
+
   it('an unresolvable host is a ConnectionError; locks come only from acquire', async () => {
     const url = 'redis://no-such-host.invalid:6379'
     await assert.rejects(LockManager.connect([url], { connectTimeout: 1_000 }), (e) => {

@@ -69,6 +69,10 @@ describe('semaphore', () => {
       assert.throws(() => m.semaphore(unique(), limit), (e) => e instanceof InvalidArgumentError && /^limit: /.test(e.message))
     }
     assert.throws(() => m.semaphore(42, 2), (e) => e instanceof InvalidArgumentError && /^resource: /.test(e.message))
+    // Not turned into U+FFFD: two such names would share one semaphore.
+    for (const name of ['\ud800', 'a\udc00b']) {
+      assert.throws(() => m.semaphore(name, 2), (e) => e instanceof InvalidArgumentError && /^resource: not valid Unicode/.test(e.message))
+    }
     const e = await m.semaphore(unique(), 2).acquire(-5).catch((x) => x)
     assert.ok(e instanceof InvalidArgumentError, String(e))
   })

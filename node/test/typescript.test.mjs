@@ -4,6 +4,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
+import { rmSync } from 'node:fs'
 import { promisify } from 'node:util'
 import { fileURLToPath } from 'node:url'
 
@@ -30,6 +31,8 @@ test('await using releases the lock (compiled usage.mts)', { timeout: 120_000 },
     assert.match(stdout, /await using released the lock/)
   } finally {
     await cluster.quit()
+    // `node --test test/` would run a compiled file it finds there as a test of its own.
+    rmSync(`${project}/build`, { recursive: true, force: true })
   }
 })
 

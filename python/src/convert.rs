@@ -37,16 +37,33 @@ pub(crate) fn opt_duration(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult
 }
 
 pub(crate) fn count(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u32> {
+    ranged(name, v, 0, u32::MAX)
+}
+
+/// The number of permits of a semaphore, in the core's range (named as the core names it).
+pub(crate) fn limit(v: &Bound<'_, PyAny>) -> PyResult<u32> {
+    ranged("limit", v, 1, ironlock::MAX_SEMAPHORE_LIMIT)
+}
+
+/// An int in `lo..=hi`; any other int (however large) is an error naming `name` and the range.
+fn ranged(name: &str, v: &Bound<'_, PyAny>, lo: u32, hi: u32) -> PyResult<u32> {
     if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
         return Err(error::wrong_type(name, "an int", v));
     }
-    let n: i128 = v.extract()?;
-    u32::try_from(n).map_err(|_| {
-        error::invalid(
-            v.py(),
-            format!("{name}: must be between 0 and {}, got {n}", u32::MAX),
-        )
-    })
+    let n = v.extract::<i128>().ok();
+    match n.and_then(|n| u32::try_from(n).ok()) {
+        Some(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => {
+            let shown = match n {
+                Some(n) => n.to_string(),
+                None => "an int too large to represent".to_owned(),
+            };
+            Err(error::invalid(
+                v.py(),
+                format!("{name}: must be between {lo} and {hi}, got {shown}"),
+            ))
+        }
+    }
 }
 
 fn boolean(name: &str, v: &Bound<'_, PyAny>) -> PyResult<bool> {

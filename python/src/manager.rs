@@ -147,7 +147,7 @@ impl AcquireCall {
     ) -> PyResult<Self> {
         Ok(AcquireCall {
             resources: vec![convert::resource(resource)?],
-            limit: Some(convert::count("limit", limit)?),
+            limit: Some(convert::limit(limit)?),
             ttl: convert::duration("ttl", ttl)?,
             options: convert::acquire_options(how)?,
         })

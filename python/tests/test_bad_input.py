@@ -58,6 +58,7 @@ BAD_ACQUIRE = [
     (("r", 1.0), {"fencing": 1}, ironlock.ArgumentTypeError, "fencing"),
     (("r", 1.0), {"retry_count": -1}, ironlock.InvalidArgumentError, "retry_count"),
     (("r", 1.0), {"retry_count": 1.5}, ironlock.ArgumentTypeError, "retry_count"),
+    (("r", 1.0), {"retry_count": 10**40}, ironlock.InvalidArgumentError, "retry_count"),
 ]
 
 
@@ -107,6 +108,8 @@ BAD_SETTINGS = [
     (["redis://127.0.0.1:1"], {"restart_quarantine": 1}, ironlock.ArgumentTypeError, "restart_quarantine"),
     (["redis://127.0.0.1:1"], {"key_prefix": 3}, ironlock.ArgumentTypeError, "key_prefix"),
     (["redis://127.0.0.1:1"], {"max_extensions": -2}, ironlock.InvalidArgumentError, "max_extensions"),
+    (["redis://127.0.0.1:1"], {"max_extensions": 10**40}, ironlock.InvalidArgumentError, "max_extensions"),
+    (["redis://127.0.0.1:1"], {"retry_count": -(10**40)}, ironlock.InvalidArgumentError, "retry_count"),
     (["redis://127.0.0.1:1"], {"extension_threshold": 0}, ironlock.InvalidArgumentError, "extension_threshold"),
     (["redis://127.0.0.1:1"], {"drift_constant": "2ms"}, ironlock.ArgumentTypeError, "drift_constant"),
 ]

@@ -52,8 +52,9 @@ def test_bad_limits_name_the_argument(cluster3: Cluster, name: str) -> None:
             m.acquire_permit(name, limit, 1.0)
     with pytest.raises(ironlock.ArgumentTypeError, match="limit: expected an int"):
         m.acquire_permit(name, "3", 1.0)  # type: ignore[arg-type]
-    with pytest.raises(ironlock.InvalidArgumentError, match="limit: must be between 0 and"):
-        m.acquire_permit(name, -1, 1.0)
+    for limit in (-1, 2**32, 10**40):
+        with pytest.raises(ironlock.InvalidArgumentError, match="limit: must be between 1 and 10000, got "):
+            m.acquire_permit(name, limit, 1.0)
 
 
 def test_eight_threads_never_exceed_two_holders(cluster3: Cluster, name: str) -> None:
