@@ -88,10 +88,28 @@ inline void check(ironlock_status status) {
                 ironlock_last_report_rounds());
 }
 
+/// Throws ironlock::error (IRONLOCK_INVALID_ARGUMENT) with `message`, which names the argument.
+[[noreturn]] inline void invalid(const std::string &message) {
+    throw error(IRONLOCK_INVALID_ARGUMENT, message, {}, std::chrono::microseconds(0), 0);
+}
+
+/// `d` in whole milliseconds for the argument `name` of a C call, which reads 0 as "the
+/// default" or "no deadline": a negative, NaN, infinite or too large duration, or one above 0
+/// but under 1 ms, is refused rather than passed on as something else.
 template <class Rep, class Period>
-std::uint64_t millis(std::chrono::duration<Rep, Period> d) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-    return ms < 0 ? 0 : static_cast<std::uint64_t>(ms);
+std::uint64_t millis(const char *name, std::chrono::duration<Rep, Period> d) {
+    const double ms = std::chrono::duration<double, std::milli>(d).count();
+    if (!(ms >= 0.0)) invalid(std::string(name) + ": must be a duration of 0 or more");
+    if (ms >= 18446744073709551615.0) invalid(std::string(name) + ": too large");
+    if (ms > 0.0 && ms < 1.0) invalid(std::string(name) + ": must be 0 or at least 1 ms");
+    return static_cast<std::uint64_t>(ms);
+}
+
+/// `s` for the argument `name` of a C call: a NUL byte inside would cut the string there (and
+/// name something else), so it is refused.
+inline const char *c_str(const std::string &name, const std::string &s) {
+    if (s.find('\0') != std::string::npos) invalid(name + ": contains a NUL byte");
+    return s.c_str();
 }
 
 struct config_deleter {
@@ -117,64 +135,66 @@ public:
         if (!c_) throw std::bad_alloc();
     }
 
-    config &node(const std::string &url) { return apply(ironlock_config_add_node(c_.get(), url.c_str())); }
+    config &node(const std::string &url) { return apply(ironlock_config_add_node(c_.get(), detail::c_str("nodes", url))); }
     config &retry_count(std::uint32_t n) { return apply(ironlock_config_set_retry_count(c_.get(), n)); }
     template <class R, class P> config &retry_delay(std::chrono::duration<R, P> d) {
-        return apply(ironlock_config_set_retry_delay_ms(c_.get(), detail::millis(d)));
+        return apply(ironlock_config_set_retry_delay_ms(c_.get(), detail::millis("retry_delay", d)));
     }
     template <class R, class P> config &retry_jitter(std::chrono::duration<R, P> d) {
-        return apply(ironlock_config_set_retry_jitter_ms(c_.get(), detail::millis(d)));
+        return apply(ironlock_config_set_retry_jitter_ms(c_.get(), detail::millis("retry_jitter", d)));
     }
     config &drift_factor(double f) { return apply(ironlock_config_set_drift_factor(c_.get(), f)); }
     template <class R, class P> config &drift_constant(std::chrono::duration<R, P> d) {
-        return apply(ironlock_config_set_drift_constant_ms(c_.get(), detail::millis(d)));
+        return apply(ironlock_config_set_drift_constant_ms(c_.get(), detail::millis("drift_constant", d)));
     }
     template <class R, class P> config &node_timeout(std::chrono::duration<R, P> d) {
-        return apply(ironlock_config_set_node_timeout_ms(c_.get(), detail::millis(d)));
+        return apply(ironlock_config_set_node_timeout_ms(c_.get(), detail::millis("node_timeout", d)));
     }
     template <class R, class P> config &connect_timeout(std::chrono::duration<R, P> d) {
-        return apply(ironlock_config_set_connect_timeout_ms(c_.get(), detail::millis(d)));
+        return apply(ironlock_config_set_connect_timeout_ms(c_.get(), detail::millis("connect_timeout", d)));
     }
     template <class R, class P> config &max_ttl(std::chrono::duration<R, P> d) {
-        return apply(ironlock_config_set_max_ttl_ms(c_.get(), detail::millis(d)));
+        return apply(ironlock_config_set_max_ttl_ms(c_.get(), detail::millis("max_ttl", d)));
     }
     config &restart_quarantine(bool on) { return apply(ironlock_config_set_restart_quarantine(c_.get(), on)); }
     config &reseat(bool on) { return apply(ironlock_config_set_reseat(c_.get(), on)); }
-    config &key_prefix(const std::string &p) { return apply(ironlock_config_set_key_prefix(c_.get(), p.c_str())); }
+    config &key_prefix(const std::string &p) { return apply(ironlock_config_set_key_prefix(c_.get(), detail::c_str("key_prefix", p))); }
     template <class R, class P> config &min_validity(std::chrono::duration<R, P> d) {
-        return apply(ironlock_config_set_min_validity_ms(c_.get(), detail::millis(d)));
+        return apply(ironlock_config_set_min_validity_ms(c_.get(), detail::millis("min_validity", d)));
     }
     config &max_extensions(std::uint32_t n) { return apply(ironlock_config_set_max_extensions(c_.get(), n)); }
     template <class R, class P> config &extension_threshold(std::chrono::duration<R, P> d) {
-        return apply(ironlock_config_set_extension_threshold_ms(c_.get(), detail::millis(d)));
+        return apply(ironlock_config_set_extension_threshold_ms(c_.get(), detail::millis("extension_threshold", d)));
     }
     /// Acquire fairly (FIFO across the quorum) unless an acquire says otherwise.
     config &fair(bool on) { return apply(ironlock_config_set_fair(c_.get(), on)); }
     /// How long a fair waiter's queue entry outlives its last heartbeat (default 2 × retry_delay).
     template <class R, class P> config &queue_timeout(std::chrono::duration<R, P> d) {
-        return apply(ironlock_config_set_queue_timeout_ms(c_.get(), detail::millis(d)));
+        return apply(ironlock_config_set_queue_timeout_ms(c_.get(), detail::millis("queue_timeout", d)));
     }
     /// Mutual TLS and private CAs: PEM files, read now.
     config &tls_ca_cert_file(const std::string &path) {
-        return apply(ironlock_config_set_tls_ca_cert_file(c_.get(), path.c_str()));
+        return apply(ironlock_config_set_tls_ca_cert_file(c_.get(), detail::c_str("tls_ca_cert_file", path)));
     }
     config &tls_client_cert_file(const std::string &path) {
-        return apply(ironlock_config_set_tls_client_cert_file(c_.get(), path.c_str()));
+        return apply(ironlock_config_set_tls_client_cert_file(c_.get(), detail::c_str("tls_client_cert_file", path)));
     }
     config &tls_client_key_file(const std::string &path) {
-        return apply(ironlock_config_set_tls_client_key_file(c_.get(), path.c_str()));
+        return apply(ironlock_config_set_tls_client_key_file(c_.get(), detail::c_str("tls_client_key_file", path)));
     }
     /// The name the nodes' certificates must hold when the URLs name them otherwise (SNI too).
     config &tls_server_name(const std::string &name) {
-        return apply(ironlock_config_set_tls_server_name(c_.get(), name.c_str()));
+        return apply(ironlock_config_set_tls_server_name(c_.get(), detail::c_str("tls_server_name", name)));
     }
     /// Node `index`'s own TLS (PEM text and a server name); an empty optional keeps the manager's.
     config &node_tls(std::size_t index, const std::optional<std::string> &ca_pem,
                      const std::optional<std::string> &cert_pem, const std::optional<std::string> &key_pem,
                      const std::optional<std::string> &server_name) {
-        auto c = [](const std::optional<std::string> &s) { return s ? s->c_str() : nullptr; };
-        return apply(ironlock_config_set_node_tls(c_.get(), index, c(ca_pem), c(cert_pem), c(key_pem),
-                                                  c(server_name)));
+        auto c = [](const char *name, const std::optional<std::string> &s) {
+            return s ? detail::c_str(name, *s) : nullptr;
+        };
+        return apply(ironlock_config_set_node_tls(c_.get(), index, c("ca_pem", ca_pem), c("cert_pem", cert_pem),
+                                                  c("key_pem", key_pem), c("server_name", server_name)));
     }
 
     const ironlock_config *get() const noexcept { return c_.get(); }
@@ -190,6 +210,7 @@ private:
 /// Options of one acquire.
 struct acquire_options {
     /// Keep retrying until this much time has passed (none: the manager's retry_count rounds).
+    /// At least 1 ms; 0 or negative throws IRONLOCK_INVALID_ARGUMENT.
     std::optional<std::chrono::milliseconds> wait;
     /// Further rounds after the first for this call (0: one round, a try-lock).
     std::optional<std::uint32_t> retry_count;
@@ -219,7 +240,7 @@ public:
 
     /// Extends every key to `ttl` from now on a quorum (throws IRONLOCK_LOST when lost).
     template <class R, class P> void extend(std::chrono::duration<R, P> ttl) {
-        detail::check(ironlock_extend(l_.get(), detail::millis(ttl)));
+        detail::check(ironlock_extend(l_.get(), detail::millis("ttl", ttl)));
     }
     /// Releases; returns whether a quorum still held the lock (never throws for a lost lock).
     bool release() {
@@ -278,10 +299,12 @@ public:
                  const acquire_options &options = {}) {
         std::vector<const char *> names;
         names.reserve(resources.size());
-        for (const auto &r : resources) names.push_back(r.c_str());
+        for (const auto &r : resources) {
+            names.push_back(detail::c_str("resources[" + std::to_string(names.size()) + "]", r));
+        }
         auto o = c_options(options);
         ironlock_lock *l = nullptr;
-        detail::check(ironlock_acquire_with(m_.get(), names.data(), names.size(), detail::millis(ttl), o.get(), &l));
+        detail::check(ironlock_acquire_with(m_.get(), names.data(), names.size(), detail::millis("ttl", ttl), o.get(), &l));
         return lock(l);
     }
 
@@ -294,7 +317,8 @@ public:
                         const acquire_options &options = {}) {
         auto o = c_options(options);
         ironlock_lock *l = nullptr;
-        detail::check(ironlock_acquire_permit(m_.get(), resource.c_str(), limit, detail::millis(ttl), o.get(), &l));
+        detail::check(ironlock_acquire_permit(m_.get(), detail::c_str("resource", resource), limit,
+                                              detail::millis("ttl", ttl), o.get(), &l));
         return lock(l);
     }
 
@@ -302,7 +326,7 @@ public:
     /// "rounds", ...); throws ironlock::error (IRONLOCK_INVALID_ARGUMENT) for an unknown name.
     std::uint64_t stat(const std::string &name) const {
         std::uint64_t v = 0;
-        detail::check(ironlock_manager_stat(m_.get(), name.c_str(), &v));
+        detail::check(ironlock_manager_stat(m_.get(), detail::c_str("name", name), &v));
         return v;
     }
 
@@ -318,7 +342,11 @@ private:
     static std::unique_ptr<ironlock_acquire_opts, detail::opts_deleter> c_options(const acquire_options &options) {
         std::unique_ptr<ironlock_acquire_opts, detail::opts_deleter> o(ironlock_acquire_opts_new());
         if (!o) throw std::bad_alloc();
-        if (options.wait) detail::check(ironlock_acquire_opts_set_wait_ms(o.get(), detail::millis(*options.wait)));
+        if (options.wait) {
+            // The C call reads 0 as "no deadline"; here an explicit wait of 0 would mean the opposite.
+            if (options.wait->count() == 0) detail::invalid("wait: must be at least 1 ms (one round: retry_count = 0)");
+            detail::check(ironlock_acquire_opts_set_wait_ms(o.get(), detail::millis("wait", *options.wait)));
+        }
         if (options.retry_count) detail::check(ironlock_acquire_opts_set_retry_count(o.get(), *options.retry_count));
         detail::check(ironlock_acquire_opts_set_fencing(o.get(), options.fencing));
         if (options.fair) detail::check(ironlock_acquire_opts_set_fair(o.get(), *options.fair));

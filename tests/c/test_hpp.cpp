@@ -3,7 +3,9 @@
 #include <ironlock.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <thread>
 #include <utility>
@@ -155,6 +157,37 @@ int main() {
         } catch (const ironlock::error &e) {
             check(e.status() == IRONLOCK_INVALID_ARGUMENT, "empty resources");
         }
+        // Bad durations and names are refused naming the argument, never passed on as another
+        // value (a negative wait is not "no deadline", a NUL byte does not cut the name short).
+        auto refused = [](const char *what, const char *arg, auto &&call) {
+            try {
+                call();
+                check(false, what);
+            } catch (const ironlock::error &e) {
+                check(e.status() == IRONLOCK_INVALID_ARGUMENT &&
+                          std::string(e.what()).rfind(std::string(arg) + ":", 0) == 0,
+                      what);
+            }
+        };
+        refused("negative queue_timeout", "queue_timeout", [] { ironlock::config{}.queue_timeout(-5ms); });
+        refused("NaN retry_delay", "retry_delay",
+                [] { ironlock::config{}.retry_delay(std::chrono::duration<double>(std::nan(""))); });
+        refused("infinite node_timeout", "node_timeout", [] {
+            ironlock::config{}.node_timeout(std::chrono::duration<double>(std::numeric_limits<double>::infinity()));
+        });
+        refused("sub-millisecond connect_timeout", "connect_timeout",
+                [] { ironlock::config{}.connect_timeout(500us); });
+        refused("negative ttl", "ttl", [&] { m.acquire({name("neg")}, -1s); });
+        refused("negative wait", "wait",
+                [&] { m.acquire({name("wait")}, 1s, {std::chrono::milliseconds(-1000), std::nullopt, false, std::nullopt}); });
+        refused("zero wait", "wait",
+                [&] { m.acquire({name("wait0")}, 1s, {0ms, std::nullopt, false, std::nullopt}); });
+        refused("NUL in a resource", "resources[1]",
+                [&] { m.acquire({name("ok"), std::string("cpp-a\0evil", 10)}, 1s); });
+        refused("NUL in a semaphore name", "resource",
+                [&] { m.acquire_permit(std::string("cpp-a\0evil", 10), 2, 1s); });
+        refused("NUL in a node URL", "nodes",
+                [] { ironlock::config{}.node(std::string("redis://127.0.0.1:6379\0x", 24)); });
     }
     harness_stop(&h);
     std::printf("test_hpp: %d checks passed, %d failed\n", passes, failures);
