@@ -259,7 +259,9 @@ pub fn ticket_key(key: &str) -> String {
 
 /// A fair-queue script: the shared head (`n` resources, the node's time in ms as `now`, the queue
 /// timeout `qt`, `join(i, ticket)` to (re)register the token in queue `i` with a fresh
-/// heartbeat, after dropping the entries whose heartbeat stopped) and then `$body`.
+/// heartbeat, after dropping the entries whose heartbeat stopped) and then `$body`. A join
+/// only ever lengthens the life of the queue's keys (to `qt` from now): a waiter with a shorter
+/// queue timeout must not make the entries of waiters with longer ones expire with its own.
 /// KEYS: the n lock keys, their n queue keys, n heartbeat keys, n ticket counter keys (then,
 /// for an acquire with fencing, n fence counter keys).
 macro_rules! fair_lua {
@@ -274,13 +276,16 @@ macro_rules! fair_lua {
             "  local dead = redis.call('ZRANGEBYSCORE', b, '-inf', now)\n",
             "  for j = 1, #dead do redis.call('ZREM', q, dead[j]); redis.call('ZREM', b, dead[j]) end\n",
             "end\n",
+            "local function keep(k)\n",
+            "  if redis.call('PTTL', k) < qt then redis.call('PEXPIRE', k, qt) end\n",
+            "end\n",
             "local function join(i, ticket)\n",
             "  local q, b, c = KEYS[n + i], KEYS[2 * n + i], KEYS[3 * n + i]\n",
             "  redis.call('ZADD', q, ticket, ARGV[1])\n",
             "  redis.call('ZADD', b, now + qt, ARGV[1])\n",
             "  local c0 = tonumber(redis.call('GET', c) or '0') or 0\n",
-            "  if ticket > c0 then redis.call('SET', c, string.format('%d', ticket)) end\n",
-            "  redis.call('PEXPIRE', q, qt); redis.call('PEXPIRE', b, qt); redis.call('PEXPIRE', c, qt)\n",
+            "  if ticket > c0 then redis.call('SET', c, string.format('%d', ticket), 'KEEPTTL') end\n",
+            "  keep(q); keep(b); keep(c)\n",
             "end\n",
             $body
         )

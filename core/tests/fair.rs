@@ -424,3 +424,46 @@ async fn the_next_waiter_polls_once_first_in_line_even_without_a_wake_up() {
         "the second waiter slept {gap:?} after the first was granted (its retry pause)"
     );
 }
+
+/// Waiters of one resource may run with different queue timeouts (it defaults to twice the
+/// retry delay): one with a short timeout must not make the queue expire before the heartbeat
+/// of a waiter with a long one runs out. The long-timeout waiter here is a "ghost" written by
+/// hand, as a waiter of a process that is paused between two of its rounds leaves it: its
+/// entry and heartbeat good for a minute, the queue's keys for 10 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_queue_timeout_does_not_shorten_the_line_of_others() {
+    let c = cluster(3);
+    let holder = LockManager::new(config(&c)).await.unwrap();
+    let hasty = LockManager::new(
+        config(&c)
+            .retry_delay(ms(20))
+            .retry_jitter(ms(0))
+            .queue_timeout(Some(ms(100))),
+    )
+    .await
+    .unwrap();
+    let name = unique("fair-qt");
+    let lock = holder.acquire(&[&name], 10 * SEC).await.unwrap();
+    seat_ghost(&c, &name, unix_ms() + 60_000);
+    for i in 0..3 {
+        for key in ["queue", "beats"] {
+            c.command(i, &["PEXPIRE", &format!("{name}:ironlock:{key}"), "10000"])
+                .unwrap();
+        }
+    }
+    let e = hasty
+        .acquire_with(&[&name], SEC, fair_wait(ms(300)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Contended, "{e}");
+    // The hasty waiter left; 100 ms from its last round would have run out by now.
+    tokio::time::sleep(ms(400)).await;
+    for i in 0..3 {
+        assert_eq!(
+            queued(&c, i, &name),
+            1,
+            "node {i}: the ghost lost its place"
+        );
+    }
+    assert!(lock.release().await.held);
+}
