@@ -30,6 +30,7 @@ mod acquire;
 mod cluster;
 mod config;
 mod drain;
+pub mod driven;
 mod error;
 mod lock;
 mod manager;

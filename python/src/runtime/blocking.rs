@@ -8,7 +8,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use tokio::runtime::Handle;
 
-use super::{SLICE, guarded, handle, lock_ignoring_poison};
+use super::{SLICE, guarded, handle, lock_ignoring_poison, runtime};
 use crate::error;
 
 struct Slot<T> {
@@ -21,8 +21,8 @@ struct Slot<T> {
 /// exception returned; the core's futures are cancel-safe, and the types this crate returns
 /// release what they hold when dropped undelivered (see `lock::Grant`).
 ///
-/// The future is polled on the calling thread (the runtime's workers only drive the sockets and
-/// timers), which saves the hand-offs to and from a worker that a spawned task costs.
+/// The calling thread drives the runtime while it waits (`ironlock::driven`): it sends the
+/// requests and reads the replies itself, with no hand-off to a runtime thread and back.
 pub(crate) fn block_on<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
     F: Future<Output = ironlock::Result<T>> + Send + 'static,
@@ -30,48 +30,27 @@ where
 {
     if Handle::try_current().is_ok() {
         // Python code running on a runtime thread (a finalizer run by a collection there):
-        // `Handle::block_on` would panic, so hand the future to a worker instead.
+        // blocking it would stall the runtime, so hand the future to the runtime instead.
         return block_on_spawned(py, fut);
     }
-    let rt = handle();
+    let rt = runtime();
     let waited = py.detach(move || {
-        let _entered = rt.enter();
         let mut fut = std::pin::pin!(guarded(fut));
-        let waker = std::task::Waker::from(Arc::new(ThreadWaker(std::thread::current())));
-        let mut cx = std::task::Context::from_waker(&waker);
-        let mut slice_end = std::time::Instant::now() + SLICE;
         loop {
-            if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            // (The timer is made inside: it belongs to the runtime.)
+            let out = rt.block_on(async { tokio::time::timeout(SLICE, fut.as_mut()).await });
+            if let Ok(out) = out {
                 return Ok(out);
             }
-            let now = std::time::Instant::now();
-            if now >= slice_end {
-                // On error `fut` is dropped inside the runtime (still entered): a cancelled
-                // acquire releases in a runtime task.
-                Python::attach(|py| py.check_signals())?;
-                slice_end = now + SLICE;
-            }
-            // Woken by the future's waker (or spuriously: polling again is harmless).
-            std::thread::park_timeout(slice_end.saturating_duration_since(now));
+            // On error `fut` is dropped here, outside the runtime: the core spawns what a
+            // cancelled acquire must undo through its manager's runtime handle.
+            Python::attach(|py| py.check_signals())?;
         }
     });
     match waited {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(error::to_pyerr(py, e)),
         Err(e) => Err(e),
-    }
-}
-
-/// Wakes the thread blocked in [`block_on`].
-struct ThreadWaker(std::thread::Thread);
-
-impl std::task::Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
     }
 }
 

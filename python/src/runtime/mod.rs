@@ -22,16 +22,19 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use ironlock::Error;
-use tokio::runtime::{Handle, Runtime};
+use ironlock::driven::DrivenRuntime;
+use tokio::runtime::Handle;
 
 /// How long a blocking call waits before it looks for a pending signal (Ctrl-C).
 pub(crate) const SLICE: Duration = Duration::from_millis(50);
 
 /// The runtime and the process that built it. Built once per process and leaked: a runtime
 /// inherited through fork has no threads in the child, so it must never be dropped or used there.
+/// A blocking call drives it on the calling thread ([`ironlock::driven`]); a thread of its own
+/// drives it between calls and for asyncio.
 struct Owned {
     pid: u32,
-    runtime: Runtime,
+    runtime: DrivenRuntime,
 }
 
 /// The current process's runtime (a leaked `Owned`, never freed), read without a lock so that a
@@ -100,25 +103,25 @@ fn current(me: u32) -> Option<&'static Owned> {
 }
 
 /// The runtime of this process, created on first use and again after a fork.
-pub(crate) fn handle() -> Handle {
+fn runtime() -> &'static DrivenRuntime {
     let me = pid();
     if let Some(owned) = current(me) {
-        return owned.runtime.handle().clone();
+        return &owned.runtime;
     }
     let _building = lock_ignoring_poison(&BUILDING);
     if let Some(owned) = current(me) {
-        return owned.runtime.handle().clone();
+        return &owned.runtime;
     }
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .thread_name("ironlock-rt")
-        .enable_all()
-        .build()
+    let runtime = DrivenRuntime::new("ironlock-rt", 4)
         .unwrap_or_else(|e| panic!("ironlock: cannot start the tokio runtime: {e}"));
     let owned: &'static Owned = Box::leak(Box::new(Owned { pid: me, runtime }));
     CURRENT.store(std::ptr::from_ref(owned).cast_mut(), Ordering::Release);
-    owned.runtime.handle().clone()
+    &owned.runtime
+}
+
+/// A handle to this process's runtime (see [`runtime`]), to spawn background work on.
+pub(crate) fn handle() -> Handle {
+    runtime().handle().clone()
 }
 
 /// A value that belongs to the process that created it. In a forked child it is never dropped
