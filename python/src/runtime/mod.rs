@@ -23,18 +23,21 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use ironlock::Error;
 use ironlock::driven::DrivenRuntime;
-use tokio::runtime::Handle;
+use tokio::runtime::{Handle, Runtime};
 
 /// How long a blocking call waits before it looks for a pending signal (Ctrl-C).
 pub(crate) const SLICE: Duration = Duration::from_millis(50);
 
-/// The runtime and the process that built it. Built once per process and leaked: a runtime
+/// The runtimes and the process that built them. Built once per process and leaked: a runtime
 /// inherited through fork has no threads in the child, so it must never be dropped or used there.
-/// A blocking call drives it on the calling thread ([`ironlock::driven`]); a thread of its own
-/// drives it between calls and for asyncio.
+/// Two of them: the blocking API's, which the calling thread drives while it waits
+/// ([`ironlock::driven`]; the managers of `LockManager` live there), and a multi-thread one for
+/// asyncio and background tasks (the managers of `AsyncLockManager`: many calls in flight are
+/// served by several threads).
 struct Owned {
     pid: u32,
-    runtime: DrivenRuntime,
+    driven: DrivenRuntime,
+    tasks: Runtime,
 }
 
 /// The current process's runtime (a leaked `Owned`, never freed), read without a lock so that a
@@ -102,26 +105,42 @@ fn current(me: u32) -> Option<&'static Owned> {
     (owned.pid == me).then_some(owned)
 }
 
-/// The runtime of this process, created on first use and again after a fork.
-fn runtime() -> &'static DrivenRuntime {
+/// The runtimes of this process, created on first use and again after a fork.
+fn owned() -> &'static Owned {
     let me = pid();
     if let Some(owned) = current(me) {
-        return &owned.runtime;
+        return owned;
     }
     let _building = lock_ignoring_poison(&BUILDING);
     if let Some(owned) = current(me) {
-        return &owned.runtime;
+        return owned;
     }
-    let runtime = DrivenRuntime::new("ironlock-rt", 4)
+    let driven = DrivenRuntime::new("ironlock-rt", 2)
         .unwrap_or_else(|e| panic!("ironlock: cannot start the tokio runtime: {e}"));
-    let owned: &'static Owned = Box::leak(Box::new(Owned { pid: me, runtime }));
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    let tasks = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("ironlock-rt")
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("ironlock: cannot start the tokio runtime: {e}"));
+    let owned: &'static Owned = Box::leak(Box::new(Owned {
+        pid: me,
+        driven,
+        tasks,
+    }));
     CURRENT.store(std::ptr::from_ref(owned).cast_mut(), Ordering::Release);
-    &owned.runtime
+    owned
 }
 
-/// A handle to this process's runtime (see [`runtime`]), to spawn background work on.
+/// The blocking API's runtime: the caller drives it while it waits.
+fn runtime() -> &'static DrivenRuntime {
+    &owned().driven
+}
+
+/// The multi-thread runtime, for asyncio calls and background tasks.
 pub(crate) fn handle() -> Handle {
-    runtime().handle().clone()
+    owned().tasks.handle().clone()
 }
 
 /// A value that belongs to the process that created it. In a forked child it is never dropped
