@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -47,24 +48,31 @@ async fn restart(c: &mut Cluster, m: &LockManager, i: usize) {
     reconnected(m, i, &before).await;
 }
 
+/// Polls `done` every 50 ms until it holds; fails with `why()` after `limit`.
+async fn eventually<F: Future<Output = bool>>(
+    limit: Duration,
+    mut done: impl FnMut() -> F,
+    why: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + limit;
+    while !done().await {
+        assert!(Instant::now() < deadline, "{}", why());
+        tokio::time::sleep(ms(50)).await;
+    }
+}
+
 /// Waits until `m` is connected to node `i` in a process other than `before` (a run_id).
 async fn reconnected(m: &LockManager, i: usize, before: &str) {
-    let deadline = Instant::now() + 5 * SEC;
-    loop {
+    let ok = || async {
         // Any request notices the broken connection and starts the reconnection.
         if let Ok(probe) = m.acquire(&[unique("probe")], ms(500)).await {
             probe.release().await;
         }
         let st = &m.node_status()[i];
-        if st.connected && st.run_id != before && !st.run_id.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "node {i} never reconnected: {st:?}"
-        );
-        tokio::time::sleep(ms(50)).await;
-    }
+        st.connected && st.run_id != before && !st.run_id.is_empty()
+    };
+    let why = || format!("node {i} never reconnected: {:?}", m.node_status()[i]);
+    eventually(5 * SEC, ok, why).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,18 +326,28 @@ async fn a_lock_held_through_a_rolling_restart_of_every_node_is_kept() {
 
 /// Waits until node `url` has a subscriber on `channel` (bounded: fails after 10 s).
 async fn subscribed(url: &str, channel: &str, what: &str) {
-    let deadline = Instant::now() + 10 * SEC;
-    loop {
+    let ok = || async {
         let (_, n): (String, u64) = cmd(url, &["PUBSUB", "NUMSUB", channel]).await;
-        if n > 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: nobody subscribed to {channel} on {url}"
-        );
-        tokio::time::sleep(ms(50)).await;
-    }
+        n > 0
+    };
+    let why = || format!("{what}: nobody subscribed to {channel} on {url}");
+    eventually(10 * SEC, ok, why).await;
+}
+
+/// A manager to hold locks with, and one whose waiters retry only after 20 s (two rounds in
+/// all): only a release wake-up hands them a lock sooner. Restart quarantine off.
+async fn holder_and_slow_waiters(c: &Cluster) -> (LockManager, LockManager) {
+    let config = || {
+        Config::new(c.urls())
+            .restart_quarantine(false)
+            .connect_timeout(5 * SEC)
+    };
+    let holder = LockManager::new(config()).await.unwrap();
+    let waiters = config()
+        .retry_delay(20 * SEC)
+        .retry_jitter(ms(0))
+        .retry_count(1);
+    (holder, LockManager::new(waiters).await.unwrap())
 }
 
 /// Release wake-ups survive a rolling restart (SPEC §3.2, §12): the pub/sub connection to a
@@ -342,20 +360,7 @@ async fn subscribed(url: &str, channel: &str, what: &str) {
 async fn release_wake_ups_survive_a_rolling_restart_while_a_waiter_listens() {
     let mut c = cluster(3);
     let urls = c.urls();
-    let config = || {
-        Config::new(c.urls())
-            .restart_quarantine(false)
-            .connect_timeout(5 * SEC)
-    };
-    let holder = LockManager::new(config()).await.unwrap();
-    let waiters = LockManager::new(
-        config()
-            .retry_delay(20 * SEC)
-            .retry_jitter(ms(0))
-            .retry_count(1),
-    )
-    .await
-    .unwrap();
+    let (holder, waiters) = holder_and_slow_waiters(&c).await;
     let r = unique("rolling-wake");
     let channel = format!("{r}:ironlock:release");
     let lock = holder.acquire(&[&r], 20 * SEC).await.expect("granted");
@@ -373,11 +378,8 @@ async fn release_wake_ups_survive_a_rolling_restart_while_a_waiter_listens() {
         lock.extend(20 * SEC)
             .await
             .expect("two nodes still hold it");
-        let deadline = Instant::now() + 5 * SEC;
-        while get(&urls[i], &r).await.as_deref() != Some(lock.token()) {
-            assert!(Instant::now() < deadline, "node {i} was never re-seated");
-            tokio::time::sleep(ms(50)).await;
-        }
+        let seated = || async { get(&urls[i], &r).await.as_deref() == Some(lock.token()) };
+        eventually(5 * SEC, seated, || format!("node {i} was never re-seated")).await;
         subscribed(&urls[i], &channel, &format!("after node {i} restarted")).await;
     }
     assert_eq!(waiters.stats().wakeups, 0, "{:?}", waiters.stats());
@@ -398,15 +400,7 @@ async fn release_wake_ups_survive_a_rolling_restart_while_a_waiter_listens() {
 async fn a_node_down_when_a_waiter_subscribes_is_subscribed_when_it_comes_back() {
     let mut c = cluster(3);
     let urls = c.urls();
-    let config = || {
-        Config::new(c.urls())
-            .restart_quarantine(false)
-            .connect_timeout(5 * SEC)
-    };
-    let holder = LockManager::new(config()).await.unwrap();
-    let waiters = LockManager::new(config().retry_delay(20 * SEC).retry_count(1))
-        .await
-        .unwrap();
+    let (holder, waiters) = holder_and_slow_waiters(&c).await;
     let r = unique("down-at-watch");
     let channel = format!("{r}:ironlock:release");
     let lock = holder.acquire(&[&r], 20 * SEC).await.expect("granted");
