@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 use crate::cluster::Cluster;
-use crate::config::{Config, quote_resources, validate_resources};
+use crate::config::{Config, quote_resources, validate_resource, validate_resources};
 use crate::error::{Error, ErrorKind, Report, Result, Vote, with_summary};
 use crate::lock::{Kind, Lock, LockInner, LockState, release_on, seated_at_acquire};
 use crate::node::{Failure, Node};
@@ -88,9 +88,7 @@ pub(crate) async fn acquire_permit(
     ttl: Duration,
     options: AcquireOptions,
 ) -> Result<Lock> {
-    if resource.is_empty() {
-        return Err(Error::invalid("resource: empty resource name"));
-    }
+    validate_resource(resource)?;
     if limit == 0 || limit > MAX_SEMAPHORE_LIMIT {
         return Err(Error::invalid(format!(
             "limit: must be between 1 and {MAX_SEMAPHORE_LIMIT}, got {limit}"

@@ -858,11 +858,7 @@ pub fn validate_resources<S: AsRef<str>>(resources: &[S]) -> Result<()> {
     let mut seen = HashSet::with_capacity(resources.len());
     for (i, r) in resources.iter().enumerate() {
         let r = r.as_ref();
-        if r.is_empty() {
-            return Err(Error::invalid(format!(
-                "resources[{i}]: empty resource name"
-            )));
-        }
+        check_name(|| format!("resources[{i}]"), r)?;
         if !seen.insert(r) {
             return Err(Error::invalid(format!(
                 "resources[{i}]: duplicate resource {:?}",
@@ -871,6 +867,39 @@ pub fn validate_resources<S: AsRef<str>>(resources: &[S]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The suffixes ironlock appends to a resource's key for keys of its own (fence counter,
+/// semaphore, fair queue, heartbeats, tickets). A resource whose name ends in one would share a
+/// key with another resource's (`job:ironlock:fence` is `job`'s fence counter), so such names
+/// are refused.
+pub const RESERVED_SUFFIXES: [&str; 5] = [
+    ":ironlock:fence",
+    ":ironlock:semaphore",
+    ":ironlock:queue",
+    ":ironlock:beats",
+    ":ironlock:ticket",
+];
+
+/// One resource name: not empty, not ending in a [`RESERVED_SUFFIXES`] entry; `what` names it.
+fn check_name(what: impl Fn() -> String, r: &str) -> Result<()> {
+    if r.is_empty() {
+        return Err(Error::invalid(format!("{}: empty resource name", what())));
+    }
+    if let Some(suffix) = RESERVED_SUFFIXES.iter().find(|s| r.ends_with(*s)) {
+        return Err(Error::invalid(format!(
+            "{}: a name ending in {suffix:?} would share a key that ironlock keeps for {:?}",
+            what(),
+            cut(&r[..r.len() - suffix.len()])
+        )));
+    }
+    Ok(())
+}
+
+/// Checks one resource name (a semaphore's): not empty, not ending in one of the
+/// [`RESERVED_SUFFIXES`]. Errors name the argument `resource`.
+pub fn validate_resource(name: &str) -> Result<()> {
+    check_name(|| "resource".to_owned(), name)
 }
 
 /// Turns raw bytes (from C) into a resource name, naming the argument when they are not UTF-8.

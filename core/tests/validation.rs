@@ -76,6 +76,22 @@ async fn bad_acquire_arguments_touch_no_node() {
         (empty.to_vec(), SEC, "resources"),
         (vec![""], SEC, "resources[0]"),
         (vec![&r, "x", &r], SEC, "resources[2]"),
+        // `job`'s own keys: its fence counter, its semaphore, its fair queue.
+        (
+            vec![&r, "job:ironlock:fence"],
+            SEC,
+            "resources[1]: a name ending in \":ironlock:fence\"",
+        ),
+        (
+            vec!["job:ironlock:semaphore"],
+            SEC,
+            "resources[0]: a name ending in",
+        ),
+        (
+            vec!["x:ironlock:queue"],
+            SEC,
+            "resources[0]: a name ending in",
+        ),
         (vec![&r], Duration::ZERO, "ttl"),
         (vec![&r], 11 * SEC, "ttl"),
         (vec![&r], ms(2), "ttl"),
@@ -89,6 +105,12 @@ async fn bad_acquire_arguments_touch_no_node() {
         assert!(e.message().starts_with(arg), "{arg}: {e}");
         assert!(e.report().is_none(), "no node was asked: {e}");
     }
+    for name in ["job:ironlock:ticket", ""] {
+        let e = m.semaphore(name, 2).acquire(SEC).await.unwrap_err();
+        assert!(e.message().starts_with("resource: "), "{e}");
+    }
+    // Only the end counts: "ironlock" elsewhere in a name is the caller's business.
+    ironlock::validate_resources(&["ironlock:fence", "a:ironlock:fence:b"]).unwrap();
     assert_eq!(m.stats().rounds, 0);
     assert_eq!(c.command(0, &["DBSIZE"]).unwrap(), ":0\r\n");
     assert!(

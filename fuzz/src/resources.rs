@@ -2,8 +2,8 @@
 //! when it reads as a number, a duration for the float converters; the first 8 bytes are also
 //! taken as the bits of an f64 (NaN payloads, subnormals, infinities).
 //! Properties: nothing panics; `resource_from_bytes` accepts exactly UTF-8 and names the index;
-//! `validate_resources` accepts exactly non-empty lists of distinct non-empty names and names
-//! the first offending index; the duration converters accept exactly what they document and
+//! `validate_resources` accepts exactly non-empty lists of distinct non-empty names that do not
+//! end in a reserved suffix, and names the first offending index; the duration converters accept exactly what they document and
 //! round-trip it.
 
 use std::time::Duration;
@@ -65,8 +65,16 @@ fn resource_list(names: &[String]) {
         Some("resources: the resource list is empty".to_owned())
     } else {
         names.iter().enumerate().find_map(|(i, r)| {
+            let reserved = ironlock::RESERVED_SUFFIXES
+                .iter()
+                .find(|s| r.ends_with(**s));
             if r.is_empty() {
                 Some(format!("resources[{i}]: empty resource name"))
+            } else if let Some(s) = reserved {
+                Some(format!(
+                    "resources[{i}]: a name ending in {s:?} would share a key that ironlock keeps for {:?}",
+                    ironlock::cut(&r[..r.len() - s.len()])
+                ))
             } else if names[..i].contains(r) {
                 Some(format!(
                     "resources[{i}]: duplicate resource {:?}",

@@ -104,7 +104,7 @@ pub(crate) fn resources(v: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 
 pub(crate) fn resource(v: &Bound<'_, PyAny>) -> PyResult<String> {
     let name = text("resource", v)?;
-    ironlock::validate_resources(&[name.as_str()]).map_err(|e| error::to_pyerr(v.py(), e))?;
+    ironlock::validate_resource(&name).map_err(|e| error::to_pyerr(v.py(), e))?;
     Ok(name)
 }
 

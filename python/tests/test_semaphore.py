@@ -55,6 +55,9 @@ def test_bad_limits_name_the_argument(cluster3: Cluster, name: str) -> None:
     for limit in (-1, 2**32, 10**40):
         with pytest.raises(ironlock.InvalidArgumentError, match="limit: must be between 1 and 10000, got "):
             m.acquire_permit(name, limit, 1.0)
+    for bad in ("", "job:ironlock:fence"):
+        with pytest.raises(ironlock.InvalidArgumentError, match="^resource: "):
+            m.acquire_permit(bad, 2, 1.0)
 
 
 def test_eight_threads_never_exceed_two_holders(cluster3: Cluster, name: str) -> None:
