@@ -167,7 +167,7 @@ export interface RedlockAcquireSettings extends AcquireOptions {
   extensionThreshold?: number
 }
 
-/** A node as node-redlock keys its votes: the client or options object given, else the URL. */
+/** A node as node-redlock keys its votes: the client given, else the node's password-free URL. */
 export type Voter = string | object
 
 /** node-redlock's summary of one round. */
