@@ -417,17 +417,7 @@ async fn acquire_round(
         .filter(|(_, r)| r.vote != Vote::Against)
         .map(|(n, _)| n.clone())
         .collect();
-    // Fewer nodes answered than a quorum: this request could not have been granted whatever
-    // they said (a client cut off from some nodes, or nodes down).
-    let out_of_reach = round.granted + round.refused < q;
-    if req.fair.is_some() && out_of_reach {
-        // A fair waiter that cannot reach a quorum must not hold a place in line: ahead of
-        // the others on the nodes it reaches, it would stall every waiter behind it for as
-        // long as it keeps trying (a semaphore's larger quorum makes this likely). It leaves
-        // every queue (waking the next waiter where it was first) and joins again, with its
-        // ticket, on its next round.
-        req.leave_queue(&cluster.nodes, QueueOp::Leave).await;
-    } else if !rollback.is_empty() {
+    if !rollback.is_empty() {
         if req.fair.is_some() {
             // Undo the keys but keep our place in line.
             req.leave_queue(&rollback, QueueOp::Requeue).await;
