@@ -9,6 +9,14 @@
 //! wakes it, and one that goes quiet keeps its background work running. A call asks the
 //! driver to step aside; if it is slow to, the call still progresses (the driver's I/O wakes
 //! it), only less cheaply.
+//!
+//! SIGPIPE: a write to a connection that a node closed raises it, and its default action ends
+//! the process. Rust programs, Python and Node ignore it; a C program usually does not, and the
+//! sockets are written with `writev(2)`, which has no `MSG_NOSIGNAL`. So the runtime's own
+//! threads block it for good ([`block_sigpipe`]), and a caller's thread blocks it while it
+//! drives the runtime: a SIGPIPE raised meanwhile is taken off the thread before its signal
+//! mask is restored. The write itself fails with `EPIPE`, which the connection reports as any
+//! other lost connection.
 
 use std::future::Future;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -121,8 +129,10 @@ impl DrivenRuntime {
             std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || {
+                    block_sigpipe();
                     let built = Builder::new_current_thread()
                         .max_blocking_threads(blocking_threads.max(1))
+                        .on_thread_start(block_sigpipe)
                         .thread_name(name)
                         .enable_all()
                         .build()
@@ -180,6 +190,7 @@ impl DrivenRuntime {
     /// refuse blocking calls there).
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         let _caller = Caller::enter(&self.shared);
+        let _sigpipe = sigpipe::Held::new();
         self.rt().block_on(future)
     }
 }
@@ -210,6 +221,99 @@ impl Drop for DrivenRuntime {
             rt.shutdown_background();
         } else {
             rt.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
+
+/// Blocks SIGPIPE on the calling thread for good: for the threads of a runtime whose sockets
+/// must never end the process (see the module). A SIGPIPE raised on such a thread stays pending
+/// there, harmless; a write that raised it fails with `EPIPE`.
+pub fn block_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: a sigset_t initialised by sigemptyset, and pthread_sigmask on the calling thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// SIGPIPE blocked on a caller's thread while it drives the runtime (see the module).
+mod sigpipe {
+    /// Blocks SIGPIPE until dropped; then takes off the thread a SIGPIPE raised meanwhile (not
+    /// one that was pending before) and restores the mask. Nothing to do on a thread that
+    /// blocked it already.
+    pub(super) struct Held {
+        /// The mask to restore, and whether a SIGPIPE was pending when it was blocked.
+        #[cfg(unix)]
+        restore: Option<(libc::sigset_t, bool)>,
+    }
+
+    #[cfg(unix)]
+    fn pipe_set() -> libc::sigset_t {
+        // SAFETY: sigemptyset initialises the set; SIGPIPE is a valid signal.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGPIPE);
+            set
+        }
+    }
+
+    #[cfg(unix)]
+    fn pending() -> bool {
+        // SAFETY: sigpending fills an initialised set.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigpending(&mut set) == 0 && libc::sigismember(&set, libc::SIGPIPE) == 1
+        }
+    }
+
+    impl Held {
+        pub(super) fn new() -> Held {
+            #[cfg(unix)]
+            {
+                let set = pipe_set();
+                // SAFETY: initialised sets; pthread_sigmask on the calling thread.
+                let old = unsafe {
+                    let mut old: libc::sigset_t = std::mem::zeroed();
+                    libc::sigemptyset(&mut old);
+                    if libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) != 0 {
+                        return Held { restore: None };
+                    }
+                    old
+                };
+                // SAFETY: `old` was filled by pthread_sigmask.
+                if unsafe { libc::sigismember(&old, libc::SIGPIPE) } == 1 {
+                    return Held { restore: None };
+                }
+                Held {
+                    restore: Some((old, pending())),
+                }
+            }
+            #[cfg(not(unix))]
+            Held {}
+        }
+    }
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            #[cfg(unix)]
+            if let Some((old, was_pending)) = self.restore.take() {
+                if !was_pending && pending() {
+                    let set = pipe_set();
+                    let now = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    };
+                    // SAFETY: takes the pending SIGPIPE off this thread without waiting.
+                    unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &now) };
+                }
+                // SAFETY: restores the mask read when blocking.
+                unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+            }
         }
     }
 }

@@ -40,6 +40,8 @@ static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("ironlock-rt")
+        // Node ignores SIGPIPE, but a program that embeds it may not.
+        .on_thread_start(ironlock::driven::block_sigpipe)
         .enable_all()
         .build()
         .expect("ironlock: cannot start the Tokio runtime")

@@ -65,9 +65,18 @@ class Sample:
         return "%.1f MB, %d fds, %d threads" % (self.rss_kb / 1024, self.fds, self.threads)
 
 
+class Gone(RuntimeError):
+    """The worker process exited (its status has no VmRSS: a zombie)."""
+
+
 def sample(pid: int) -> Sample:
-    status = Path("/proc/%d/status" % pid).read_text()
+    try:
+        status = Path("/proc/%d/status" % pid).read_text()
+    except OSError as e:
+        raise Gone("process %d is gone: %s" % (pid, e)) from None
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if "VmRSS" not in fields:
+        raise Gone("process %d exited" % pid)
     return Sample(
         rss_kb=int(fields["VmRSS"].split()[0]),
         fds=len(os.listdir("/proc/%d/fd" % pid)),
@@ -267,8 +276,8 @@ def run_lang(lang: str, argv: List[str], extra_env: Dict[str, str], h: Harness,
         while not stop_sampling.wait(args.sample):
             try:
                 samples.append(sample(pid))
-            except (OSError, KeyError):
-                return  # the worker exited (a zombie's status has no VmRSS)
+            except Gone:
+                return
 
     threading.Thread(target=sampler, daemon=True).start()
     try:
@@ -354,6 +363,10 @@ def run_lang(lang: str, argv: List[str], extra_env: Dict[str, str], h: Harness,
         rc = w.finish(60 * slow)
         r.check(rc == 0, "worker exit code %s (see %s)" % (rc, w.err.name))
     except RuntimeError as e:
+        if w.p.poll() is not None:
+            # Say how it ended: a negative code is the signal that killed it.
+            e = RuntimeError("%s (the worker exited with code %s; see %s)"
+                             % (e, w.p.returncode, w.err.name))
         r.problems.append(str(e))
         w.touch("quit")
         w.finish(5)

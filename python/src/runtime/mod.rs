@@ -121,6 +121,8 @@ fn owned() -> &'static Owned {
     let tasks = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name("ironlock-rt")
+        // Python ignores SIGPIPE, but a program that embeds it may not.
+        .on_thread_start(ironlock::driven::block_sigpipe)
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("ironlock: cannot start the tokio runtime: {e}"));
