@@ -161,7 +161,7 @@ async fn acquire_kind<S: AsRef<str>>(
         let now = Instant::now();
         let last_round = now - round_started;
         if let (Some(w), Some(fair)) = (&watch, &request.fair) {
-            w.waiter.rank(fair.ticket(), &request.token);
+            w.waiter.rank(fair.rank(), &request.token);
         }
         if round_no > retries || deadline.is_some_and(|d| now >= d) {
             return Err(give_up(cluster, &mut guard, started, err).await);
@@ -172,7 +172,7 @@ async fn acquire_kind<S: AsRef<str>>(
                 .notifier
                 .watch(keys.iter().map(|k| scripts::release_channel(k)).collect());
             if let Some(fair) = &request.fair {
-                w.waiter.rank(fair.ticket(), &request.token);
+                w.waiter.rank(fair.rank(), &request.token);
             }
             w
         });
@@ -183,7 +183,8 @@ async fn acquire_kind<S: AsRef<str>>(
             // checks often: a release wakes it, and this bounds what a lost wake-up (or a
             // holder that expired instead of releasing) costs the queue.
             pause = pause.min(fair.timeout / 2);
-            if fair.is_next(request.quorum) || w.leads() {
+            let next = fair.is_next(request.quorum);
+            if (next || w.leads()) && !fair.stepped_out() {
                 pause = pause.min(NEXT_POLL);
             }
         }
@@ -223,7 +224,8 @@ async fn acquire_kind<S: AsRef<str>>(
                 // behind).
                 _ = w.waiter.nudge.notified(), if request.fair.is_some() => {
                     let at = tokio::time::Instant::now() + NEXT_POLL;
-                    if at < sleep.deadline() && w.leads() {
+                    let in_line = request.fair.as_ref().is_some_and(|f| !f.stepped_out());
+                    if at < sleep.deadline() && in_line && w.leads() {
                         sleep.as_mut().reset(at);
                         last_chance = false;
                     }
@@ -417,7 +419,23 @@ async fn acquire_round(
         .filter(|(_, r)| r.vote != Vote::Against)
         .map(|(n, _)| n.clone())
         .collect();
-    if !rollback.is_empty() {
+    // Fewer nodes answered than a quorum: this request could not have been granted whatever
+    // they said (a client cut off from some nodes, or nodes down).
+    let out_of_reach = round.granted + round.refused < q;
+    if req
+        .fair
+        .as_ref()
+        .is_some_and(|f| f.out_of_reach(out_of_reach, t1))
+    {
+        // Out of reach of a quorum round after round for a whole queue timeout: to the waiters
+        // behind it on the nodes it still reaches, this waiter is no different from a dead
+        // one, and its place would stall them (a semaphore's larger quorum makes this the
+        // likely case). It leaves every queue until a round reaches a quorum again, joining
+        // with its ticket only for the length of each round. One slow round does not count:
+        // under load a node's reply may miss a round, and leaving then would let later
+        // tickets pass.
+        req.leave_queue(&cluster.nodes, QueueOp::Leave).await;
+    } else if !rollback.is_empty() {
         if req.fair.is_some() {
             // Undo the keys but keep our place in line.
             req.leave_queue(&rollback, QueueOp::Requeue).await;
@@ -709,6 +727,9 @@ struct Fair {
     behind: AtomicBool,
     /// Nodes of the last round on which the waiter headed the queue behind the holder.
     next_on: AtomicUsize,
+    /// Since when (the start of the first of them) and for how many rounds in a row the
+    /// waiter's rounds reached fewer nodes than the quorum.
+    unreachable: Mutex<Option<(Instant, u32)>>,
 }
 
 impl Fair {
@@ -723,6 +744,41 @@ impl Fair {
             ticket: AtomicU64::new(0),
             behind: AtomicBool::new(false),
             next_on: AtomicUsize::new(0),
+            unreachable: Mutex::new(None),
+        }
+    }
+
+    /// Notes whether the round that started at `started` reached fewer nodes than the quorum,
+    /// and says whether the waiter steps out of line: at least [`STEP_OUT_ROUNDS`] such rounds
+    /// in a row, the first of them a whole queue timeout ago.
+    fn out_of_reach(&self, out_of_reach: bool, started: Instant) -> bool {
+        let mut u = self.unreachable.lock().unwrap_or_else(|p| p.into_inner());
+        if !out_of_reach {
+            *u = None;
+            return false;
+        }
+        let (since, rounds) = u.get_or_insert((started, 0));
+        *rounds += 1;
+        *rounds >= STEP_OUT_ROUNDS && Instant::now().duration_since(*since) >= self.timeout
+    }
+
+    /// Whether the waiter stepped out of line (see [`Fair::out_of_reach`]) and has not reached
+    /// a quorum since.
+    fn stepped_out(&self) -> bool {
+        let u = self.unreachable.lock().unwrap_or_else(|p| p.into_inner());
+        u.is_some_and(|(since, rounds)| {
+            rounds >= STEP_OUT_ROUNDS && Instant::now().duration_since(since) >= self.timeout
+        })
+    }
+
+    /// The ticket by which this process ranks the waiter among its own fair waiters: a waiter
+    /// out of line comes after every other (the wake-up of a release goes to one that can use
+    /// it).
+    fn rank(&self) -> u64 {
+        if self.stepped_out() {
+            u64::MAX
+        } else {
+            self.ticket()
         }
     }
 
@@ -846,6 +902,10 @@ impl Drop for CancelGuard {
     }
 }
 
+/// How many rounds in a row (spanning a queue timeout) a fair waiter must fail to reach a quorum
+/// before it steps out of line.
+const STEP_OUT_ROUNDS: u32 = 3;
+
 /// The longest pause of the fair waiter next in line between two rounds.
 const NEXT_POLL: Duration = Duration::from_millis(20);
 
@@ -891,5 +951,34 @@ mod tests {
         // A failed round's late replies dequeue nothing (its rollback covered them).
         let failed = LateReplies::new(2);
         assert!(!failed.left_behind(0, false) && !failed.left_behind(1, true));
+    }
+
+    #[test]
+    fn a_fair_waiter_steps_out_only_after_rounds_out_of_reach_for_a_queue_timeout() {
+        let timeout = Duration::from_millis(40);
+        let fair = Fair::new(&["k".to_owned()], timeout);
+        fair.saw_ticket(7);
+        let t0 = Instant::now();
+        // Rounds out of reach, but fewer than a queue timeout ago: the waiter keeps its place.
+        assert!(!fair.out_of_reach(true, t0));
+        assert!(!fair.out_of_reach(true, t0));
+        assert!(!fair.out_of_reach(true, t0));
+        assert!(!fair.stepped_out());
+        assert_eq!(fair.rank(), 7);
+        // A round that reaches a quorum starts the count again.
+        assert!(!fair.out_of_reach(false, t0));
+        std::thread::sleep(timeout);
+        let t1 = Instant::now();
+        assert!(!fair.out_of_reach(true, t1));
+        std::thread::sleep(timeout);
+        // Two rounds spanning the timeout are not enough: one slow round must not count.
+        assert!(!fair.out_of_reach(true, Instant::now()));
+        assert!(fair.out_of_reach(true, Instant::now()));
+        assert!(fair.stepped_out());
+        assert_eq!(fair.rank(), u64::MAX, "last of its process's line");
+        // Back in reach: back in line with its ticket.
+        assert!(!fair.out_of_reach(false, Instant::now()));
+        assert!(!fair.stepped_out());
+        assert_eq!(fair.rank(), 7);
     }
 }

@@ -412,3 +412,67 @@ async fn negative_control_a_majority_admits_three_holders_of_a_limit_of_two() {
     // And node 2, asked by a fourth holder, is full.
     assert!(!admit(2, "D"));
 }
+
+/// A fair waiter cut off from some nodes (here: two of its five addresses lead nowhere) can never
+/// collect Q(2) = 4 admissions; it must not keep a place in line that stalls the others (SPEC
+/// §10: fairness never costs liveness). A fair waiter that reaches every node gets the free
+/// permit while the cut-off one still waits, and no queue entry is left once both are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_waiter_that_cannot_reach_a_quorum_does_not_stall_the_line() {
+    let c = cluster(5);
+    let urls = c.urls();
+    let settings = |urls: Vec<String>| {
+        Config::new(urls)
+            .restart_quarantine(false)
+            .connect_timeout(ms(300))
+            .retry_delay(ms(50))
+            .retry_jitter(ms(10))
+    };
+    let all = LockManager::new(settings(urls.clone())).await.unwrap();
+    let mut cut_urls = urls[..3].to_vec();
+    cut_urls.extend([
+        "redis://127.0.0.1:1".to_owned(),
+        "redis://127.0.0.1:2".to_owned(),
+    ]);
+    let cut = LockManager::new(settings(cut_urls)).await.unwrap();
+    let name = unique("sem-cut");
+    let sem = all.semaphore(name.clone(), 2);
+    let held = sem.acquire(20 * SEC).await.expect("one of two permits");
+    let fair = |wait| AcquireOptions::wait(wait).fair(true);
+    let w = {
+        let (cut, name) = (cut.clone(), name.clone());
+        tokio::spawn(async move {
+            cut.semaphore(name, 2)
+                .acquire_with(5 * SEC, AcquireOptions::wait(3 * SEC).fair(true))
+                .await
+        })
+    };
+    tokio::time::sleep(ms(300)).await; // the cut-off waiter has had several rounds
+    assert!(!w.is_finished());
+    let x = sem
+        .acquire_with(5 * SEC, fair(2 * SEC))
+        .await
+        .expect("the free permit, although a cut-off waiter came first");
+    let e = w.await.unwrap().expect_err("never 4 admitting nodes");
+    assert!(
+        matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Contended),
+        "{e}"
+    );
+    x.release().await;
+    held.release().await;
+    all.flush().await;
+    cut.flush().await;
+    for u in &urls {
+        let mut conn = redis::Client::open(u.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let queued: u64 = redis::cmd("EXISTS")
+            .arg(format!("{name}:ironlock:queue"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(queued, 0, "a queue is left on {u}");
+    }
+}
