@@ -77,9 +77,9 @@ struct Announcing {
     token: String,
     /// Bit i: node i announced it.
     seen: u64,
-    /// The releasing lock was in this process and already woke the first fair waiter when its
-    /// release reached a quorum ([`Notifier::released_here`]): the announcements wake only
-    /// the others.
+    /// The releasing lock was in this process and already woke the first fair waiter when it
+    /// handed its release to the nodes ([`Notifier::released_here`]): the announcements wake
+    /// only the others.
     fair_woken: bool,
 }
 
@@ -163,7 +163,7 @@ impl Channels {
         }
     }
 
-    /// A lock of this process released `token` on `name` on a quorum of nodes: wakes the
+    /// A lock of this process handed the release of `token` on `name` to every node: wakes the
     /// first fair waiter now, unless the announcements already did. Returns whether it woke one.
     fn released_here(&mut self, name: &str, token: &str, quorum: u32) -> bool {
         let Some(ch) = self.channels.get_mut(name) else {
@@ -224,10 +224,11 @@ impl Notifier {
         })
     }
 
-    /// A lock of this process released `token` on `keys` on a quorum of nodes (the same news as
-    /// a quorum of announcements, sooner or later than they come): wakes this process's first
-    /// fair waiter of each key at once; the announcements then wake only the others. Returns
-    /// whether a waiter was woken.
+    /// A lock of this process handed the release of `token` on `keys` to every node's
+    /// connection (the same news as a quorum of announcements, sooner than they come; each node
+    /// runs the woken waiter's round after the delete): wakes this process's first fair waiter
+    /// of each key at once; the announcements then wake only the others. Returns whether a
+    /// waiter was woken.
     pub(crate) fn released_here(&self, keys: &[String], token: &str) -> bool {
         let mut ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         if ch.channels.is_empty() {
