@@ -77,9 +77,13 @@ def sample(pid: int) -> Sample:
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     if "VmRSS" not in fields:
         raise Gone("process %d exited" % pid)
+    try:
+        fds = len(os.listdir("/proc/%d/fd" % pid))
+    except OSError as e:
+        raise Gone("process %d is gone: %s" % (pid, e)) from None
     return Sample(
         rss_kb=int(fields["VmRSS"].split()[0]),
-        fds=len(os.listdir("/proc/%d/fd" % pid)),
+        fds=fds,
         threads=int(fields["Threads"].strip()),
     )
 
