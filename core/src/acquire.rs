@@ -730,6 +730,8 @@ struct Fair {
     /// Since when (the start of the first of them) and for how many rounds in a row the
     /// waiter's rounds reached fewer nodes than the quorum.
     unreachable: Mutex<Option<(Instant, u32)>>,
+    /// The last round stepped the waiter out of line (see [`Fair::out_of_reach`]).
+    out: AtomicBool,
 }
 
 impl Fair {
@@ -745,6 +747,7 @@ impl Fair {
             behind: AtomicBool::new(false),
             next_on: AtomicUsize::new(0),
             unreachable: Mutex::new(None),
+            out: AtomicBool::new(false),
         }
     }
 
@@ -753,22 +756,21 @@ impl Fair {
     /// in a row, the first of them a whole queue timeout ago.
     fn out_of_reach(&self, out_of_reach: bool, started: Instant) -> bool {
         let mut u = self.unreachable.lock().unwrap_or_else(|p| p.into_inner());
-        if !out_of_reach {
+        let out = if out_of_reach {
+            let (since, rounds) = u.get_or_insert((started, 0));
+            *rounds += 1;
+            *rounds >= STEP_OUT_ROUNDS && Instant::now().duration_since(*since) >= self.timeout
+        } else {
             *u = None;
-            return false;
-        }
-        let (since, rounds) = u.get_or_insert((started, 0));
-        *rounds += 1;
-        *rounds >= STEP_OUT_ROUNDS && Instant::now().duration_since(*since) >= self.timeout
+            false
+        };
+        self.out.store(out, Ordering::Release);
+        out
     }
 
-    /// Whether the waiter stepped out of line (see [`Fair::out_of_reach`]) and has not reached
-    /// a quorum since.
+    /// Whether the last round stepped the waiter out of line (see [`Fair::out_of_reach`]).
     fn stepped_out(&self) -> bool {
-        let u = self.unreachable.lock().unwrap_or_else(|p| p.into_inner());
-        u.is_some_and(|(since, rounds)| {
-            rounds >= STEP_OUT_ROUNDS && Instant::now().duration_since(since) >= self.timeout
-        })
+        self.out.load(Ordering::Acquire)
     }
 
     /// The ticket by which this process ranks the waiter among its own fair waiters: a waiter
