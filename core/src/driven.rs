@@ -230,12 +230,10 @@ impl Drop for DrivenRuntime {
 /// there, harmless; a write that raised it fails with `EPIPE`.
 pub fn block_sigpipe() {
     #[cfg(unix)]
-    // SAFETY: a sigset_t initialised by sigemptyset, and pthread_sigmask on the calling thread.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGPIPE);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    {
+        let set = sigpipe::pipe_set();
+        // SAFETY: an initialised set, and pthread_sigmask on the calling thread.
+        unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     }
 }
 
@@ -250,8 +248,9 @@ mod sigpipe {
         restore: Option<(libc::sigset_t, bool)>,
     }
 
+    /// The set holding SIGPIPE alone.
     #[cfg(unix)]
-    fn pipe_set() -> libc::sigset_t {
+    pub(super) fn pipe_set() -> libc::sigset_t {
         // SAFETY: sigemptyset initialises the set; SIGPIPE is a valid signal.
         unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
