@@ -19,8 +19,9 @@
 //! other lost connection.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::{Builder, Handle, Runtime};
 use tokio::sync::Notify;
@@ -28,8 +29,13 @@ use tokio::sync::Notify;
 use crate::error::{Error, ErrorKind, Result};
 
 /// How long the runtime may go undriven after the last call returned before the driver thread
-/// drives it: background work waits at most about this long.
+/// drives it: background work waits at most about twice this long (the driver looks at the
+/// clock every `IDLE` while calls run).
 pub const IDLE: Duration = Duration::from_millis(2);
+
+/// How long calls must have been running before the driver stops looking at the clock and waits
+/// to be told that the last one left (see `Shared::drive`).
+const LONG: Duration = Duration::from_millis(50);
 
 /// A current-thread runtime driven by its callers while they block, and by a thread of its own
 /// in between (see the module).
@@ -42,14 +48,24 @@ pub struct DrivenRuntime {
 struct Shared {
     state: Mutex<Drive>,
     changed: Condvar,
+    /// The runtime's epoll instance (Linux), or -1: see [`DrivenRuntime::reactor_fd`].
+    reactor: AtomicI32,
     /// Makes the driver's `block_on` return: a caller wants to drive, or the runtime stops.
     step_aside: Notify,
 }
 
-#[derive(Default)]
 struct Drive {
     /// Calls inside `block_on` now.
     callers: usize,
+    /// When the last call left `block_on`; `None` before the first call.
+    last_left: Option<Instant>,
+    /// When `callers` last went from 0 to 1.
+    busy_since: Instant,
+    /// The driver sleeps until the last caller leaves (and tells it).
+    told: bool,
+    /// How long after the last call the driver takes over: [`IDLE`], or zero for a runtime
+    /// driven by an event loop that cannot watch it (see [`DrivenRuntime::for_event_loop`]).
+    idle: Duration,
     stop: bool,
 }
 
@@ -58,7 +74,12 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The driver thread: drives the runtime while no call has been running for [`IDLE`].
+    /// The driver thread: drives the runtime once no call has been running for [`IDLE`]. It
+    /// checks the clock instead of being told: a call that ends wakes no thread (a loop of calls
+    /// would otherwise pay a futex wake-up and a context switch per call), so the driver looks
+    /// every [`IDLE`] while calls run and sleeps until [`IDLE`] after the last one otherwise.
+    /// Only while calls have been running for [`LONG`] (an acquire that waits) does it sleep
+    /// until told, by the last of them to leave.
     fn drive(&self, rt: &Runtime) {
         loop {
             let mut st = self.state();
@@ -66,18 +87,25 @@ impl Shared {
                 if st.stop {
                     return;
                 }
-                if st.callers > 0 {
-                    st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
-                    continue;
-                }
-                let (guard, waited) = self
-                    .changed
-                    .wait_timeout(st, IDLE)
-                    .unwrap_or_else(|p| p.into_inner());
-                st = guard;
-                if waited.timed_out() && st.callers == 0 && !st.stop {
+                st.told = false;
+                let wait = match (st.callers, st.last_left) {
+                    (0, None) => Duration::ZERO,
+                    (0, Some(left)) => st.idle.saturating_sub(left.elapsed()),
+                    _ if st.busy_since.elapsed() < LONG => IDLE,
+                    _ => {
+                        st.told = true;
+                        st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+                        continue;
+                    }
+                };
+                if wait.is_zero() {
                     break;
                 }
+                st = self
+                    .changed
+                    .wait_timeout(st, wait)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
             }
             drop(st);
             rt.block_on(self.step_aside.notified());
@@ -91,7 +119,12 @@ struct Caller<'a>(&'a Shared);
 
 impl<'a> Caller<'a> {
     fn enter(shared: &'a Shared) -> Self {
-        shared.state().callers += 1;
+        let mut st = shared.state();
+        if st.callers == 0 {
+            st.busy_since = Instant::now();
+        }
+        st.callers += 1;
+        drop(st);
         shared.step_aside.notify_one();
         Caller(shared)
     }
@@ -102,7 +135,10 @@ impl Drop for Caller<'_> {
         let mut st = self.0.state();
         st.callers -= 1;
         if st.callers == 0 {
-            self.0.changed.notify_all();
+            st.last_left = Some(Instant::now());
+            if st.told || st.idle.is_zero() {
+                self.0.changed.notify_all();
+            }
         }
     }
 }
@@ -111,9 +147,33 @@ impl DrivenRuntime {
     /// Starts the runtime and its driver thread (named `thread_name`, as are the runtime's
     /// blocking threads, at most `blocking_threads` of them).
     pub fn new(thread_name: &str, blocking_threads: usize) -> Result<DrivenRuntime> {
+        Self::start(thread_name, blocking_threads, false)
+    }
+
+    /// As [`new`](Self::new), for an event loop that drives the runtime with
+    /// [`drive_now`](Self::drive_now) whenever [`reactor_fd`](Self::reactor_fd) polls readable.
+    /// Where that descriptor cannot be found, the driver thread drives whenever no call does
+    /// (as a runtime thread of its own would), since nothing else would notice the replies.
+    pub fn for_event_loop(thread_name: &str, blocking_threads: usize) -> Result<DrivenRuntime> {
+        Self::start(thread_name, blocking_threads, true)
+    }
+
+    fn start(
+        thread_name: &str,
+        blocking_threads: usize,
+        event_loop: bool,
+    ) -> Result<DrivenRuntime> {
         let shared = Arc::new(Shared {
-            state: Mutex::default(),
+            state: Mutex::new(Drive {
+                callers: 0,
+                last_left: None,
+                busy_since: Instant::now(),
+                told: false,
+                idle: IDLE,
+                stop: false,
+            }),
             changed: Condvar::new(),
+            reactor: AtomicI32::new(-1),
             step_aside: Notify::new(),
         });
         // Built on the driver thread, which exits with the runtime: the thread-local state the
@@ -130,14 +190,23 @@ impl DrivenRuntime {
                 .name(name.clone())
                 .spawn(move || {
                     block_sigpipe();
+                    let hook = shared.clone();
                     let built = Builder::new_current_thread()
                         .max_blocking_threads(blocking_threads.max(1))
                         .on_thread_start(block_sigpipe)
+                        .on_thread_park(move || quiet::on_park(&hook.reactor))
                         .thread_name(name)
                         .enable_all()
                         .build()
                         .map(Arc::new);
                     let rt = built.as_ref().ok().cloned();
+                    #[cfg(target_os = "linux")]
+                    if let Some(fd) = rt.as_deref().and_then(quiet::find_reactor_fd) {
+                        shared.reactor.store(fd, Ordering::Release);
+                    }
+                    if event_loop && shared.reactor.load(Ordering::Acquire) < 0 {
+                        shared.state().idle = Duration::ZERO;
+                    }
                     *handover.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(built);
                     handover.1.notify_all();
                     if let Some(rt) = rt {
@@ -183,6 +252,30 @@ impl DrivenRuntime {
     /// A handle to spawn background work on.
     pub fn handle(&self) -> &Handle {
         self.rt().handle()
+    }
+
+    /// The file descriptor of the runtime's I/O reactor (its epoll instance), which polls
+    /// readable whenever the runtime has I/O events to process; `None` where it could not be
+    /// found (not Linux). An event loop that watches it and calls [`drive_now`](Self::drive_now)
+    /// when it turns readable drives the runtime from its own thread (the Node addon does so
+    /// from libuv's loop). It belongs to the runtime: never read, write or close it.
+    pub fn reactor_fd(&self) -> Option<i32> {
+        let fd = self.shared.reactor.load(Ordering::Acquire);
+        (fd >= 0).then_some(fd)
+    }
+
+    /// Runs `start` in the runtime's context on the calling thread (tasks it spawns are queued
+    /// there, not handed to another thread), then drives the runtime until nothing is ready:
+    /// every task that can run has run and the reactor has no event left (see
+    /// [`reactor_fd`](Self::reactor_fd); without it, until the queue is empty once). Does not
+    /// wait for I/O or timers, only (briefly) for the driver thread to step aside if it was
+    /// driving. Panics on a thread of a tokio runtime, as [`block_on`](Self::block_on) does.
+    pub fn drive_now<R>(&self, start: impl FnOnce() -> R) -> R {
+        self.block_on(async move {
+            let r = start();
+            quiet::Quiet::default().await;
+            r
+        })
     }
 
     /// Runs `future` to completion, blocking the calling thread, which drives the runtime
@@ -241,7 +334,7 @@ pub fn block_sigpipe() {
 mod sigpipe {
     /// Blocks SIGPIPE until dropped; then takes off the thread a SIGPIPE raised meanwhile (not
     /// one that was pending before) and restores the mask. Nothing to do on a thread that
-    /// blocked it already.
+    /// blocked it already, nor in a process that ignores it.
     pub(super) struct Held {
         /// The mask to restore, and whether a SIGPIPE was pending when it was blocked.
         #[cfg(unix)]
@@ -260,6 +353,17 @@ mod sigpipe {
         }
     }
 
+    /// Whether the process ignores SIGPIPE (then a write that would raise it just fails).
+    #[cfg(unix)]
+    fn ignored() -> bool {
+        // SAFETY: reads the disposition into an initialised struct.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+        }
+    }
+
     #[cfg(unix)]
     fn pending() -> bool {
         // SAFETY: sigpending fills an initialised set.
@@ -274,6 +378,11 @@ mod sigpipe {
         pub(super) fn new() -> Held {
             #[cfg(unix)]
             {
+                if ignored() {
+                    // Nothing to guard against (Node and Python ignore it): one system call
+                    // instead of four per call.
+                    return Held { restore: None };
+                }
                 let set = pipe_set();
                 // SAFETY: initialised sets; pthread_sigmask on the calling thread.
                 let old = unsafe {
@@ -314,5 +423,130 @@ mod sigpipe {
                 unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
             }
         }
+    }
+}
+
+/// [`DrivenRuntime::drive_now`]: driving until nothing is ready, without waiting.
+///
+/// A current-thread runtime polls its `block_on` future only after parking (a look at the
+/// reactor), so the future cannot tell by itself whether the tasks woken by that look have run.
+/// The park hook can: tokio calls it when the run queue is empty, right before it would block.
+/// When the reactor has no event ready either (its epoll descriptor does not poll readable),
+/// the hook wakes the waiting `Quiet` and the runtime returns to the caller after one more look
+/// that does not block. An event that arrives between the check and that look is taken by it
+/// and its task runs with the next drive (the next event, call or the driver thread).
+mod quiet {
+    use std::cell::RefCell;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::task::{Context, Poll, Waker};
+
+    thread_local! {
+        /// The `Quiet` this thread waits on, and whether the park hook has found the runtime
+        /// quiet for it.
+        static WAITING: RefCell<Option<(Waker, bool)>> = const { RefCell::new(None) };
+    }
+
+    #[derive(Default)]
+    pub(super) struct Quiet {
+        armed: bool,
+    }
+
+    impl Future for Quiet {
+        type Output = ();
+
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            let quiet = WAITING.with_borrow_mut(|w| {
+                if self.armed && w.as_ref().is_some_and(|(_, quiet)| *quiet) {
+                    *w = None;
+                    return true;
+                }
+                *w = Some((cx.waker().clone(), false));
+                false
+            });
+            if quiet {
+                return Poll::Ready(());
+            }
+            self.armed = true;
+            Poll::Pending
+        }
+    }
+
+    impl Drop for Quiet {
+        fn drop(&mut self) {
+            if self.armed {
+                WAITING.with_borrow_mut(|w| *w = None);
+            }
+        }
+    }
+
+    /// The runtime's park hook: wakes this thread's `Quiet` when the reactor has nothing ready.
+    pub(super) fn on_park(reactor: &AtomicI32) {
+        WAITING.with_borrow_mut(|w| {
+            let Some((waker, quiet)) = w.as_mut() else {
+                return;
+            };
+            if *quiet || readable(reactor.load(Ordering::Acquire)) {
+                return;
+            }
+            *quiet = true;
+            waker.wake_by_ref();
+        });
+    }
+
+    /// Whether the epoll instance `fd` has an event ready (false for -1).
+    fn readable(fd: i32) -> bool {
+        #[cfg(unix)]
+        if fd >= 0 {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, zero timeout.
+            return unsafe { libc::poll(&mut p, 1, 0) } > 0 && p.revents & libc::POLLIN != 0;
+        }
+        let _ = fd;
+        false
+    }
+
+    /// The epoll instance of `rt`'s reactor: the one that lists a socket registered with it
+    /// (`/proc/self/fdinfo` shows each epoll instance's targets).
+    #[cfg(target_os = "linux")]
+    pub(super) fn find_reactor_fd(rt: &tokio::runtime::Runtime) -> Option<i32> {
+        use std::os::fd::AsRawFd;
+        let (probe, _peer) = std::os::unix::net::UnixStream::pair().ok()?;
+        probe.set_nonblocking(true).ok()?;
+        let probe = {
+            let _in_rt = rt.enter();
+            tokio::net::UnixStream::from_std(probe).ok()?
+        };
+        let target = probe.as_raw_fd().to_string();
+        for entry in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
+            let Some(fd) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let is_epoll = std::fs::read_link(entry.path())
+                .is_ok_and(|l| l.as_os_str() == "anon_inode:[eventpoll]");
+            if !is_epoll {
+                continue;
+            }
+            let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) else {
+                continue;
+            };
+            let lists_probe = info.lines().any(|line| {
+                let mut words = line.split_whitespace();
+                words.next() == Some("tfd:") && words.next() == Some(target.as_str())
+            });
+            if lists_probe {
+                return Some(fd);
+            }
+        }
+        None
     }
 }

@@ -20,7 +20,7 @@ use napi::{Result, Status, sys};
 
 use crate::error::panicked;
 use crate::lock::NativeLock;
-use crate::runtime::spawn;
+use crate::runtime::start;
 
 /// A successful outcome, converted to a JS value on the JS thread.
 pub enum Done {
@@ -94,7 +94,7 @@ impl Completer {
         F: Future<Output = Result<Done>> + Send + 'static,
     {
         let tsfn = Arc::clone(&self.0);
-        spawn(async move {
+        start(async move {
             let result = match AssertUnwindSafe(fut).catch_unwind().await {
                 Ok(Ok(done)) => Ok(done),
                 Ok(Err(e)) => Err(e.reason.clone()),

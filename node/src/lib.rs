@@ -1,9 +1,9 @@
 //! Node-API bindings for the ironlock Redlock core (npm package `ironlock`).
 //!
 //! This crate only converts: JS values in, one core call, JS values (or an error) out. Every call
-//! that talks to Redis runs on the addon's tokio runtime (one worker thread, process-wide, see
-//! `runtime.rs`), which also runs the core's background tasks (reconnection, release
-//! notifications, auto-extension). The addon can be loaded by any number of environments (the
+//! that talks to Redis runs on the addon's tokio runtime (process-wide, driven from the JS
+//! threads' event loops and a thread of its own, see `runtime.rs` and `uv.rs`), which also runs
+//! the core's background tasks (reconnection, release notifications, auto-extension). The addon can be loaded by any number of environments (the
 //! main thread and worker threads), concurrently or one after another.
 //! `acquire`, `release` and `extend` settle through the manager's completion function
 //! (`complete.rs`); the rarer calls return napi Promises. The thin JS layer in `lib/` owns the
@@ -19,6 +19,7 @@ mod manager;
 mod nodes;
 mod runtime;
 mod settings;
+mod uv;
 
 pub use lock::NativeLock;
 

@@ -5,7 +5,8 @@
 //! thread that `require`s `ironlock` gets its own module instance, and environments start and
 //! end in any order, concurrently or one after another. So:
 //!
-//! - One process-wide runtime ([`spawn`]), built on first use and never shut down.
+//! - One process-wide runtime ([`spawn`]), built on first use and never shut down, driven from
+//!   each environment's event loop (`uv.rs`).
 //!   napi-rs's own runtime is not used (the crate builds napi without its `async` feature): it
 //!   is shut down whenever the last environment that loaded the addon exits and rebuilt, with
 //!   napi's defaults, by the next one, which would kill the core's background work (the last
@@ -20,40 +21,117 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use futures_util::FutureExt;
+use ironlock::driven::DrivenRuntime;
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, Result};
-use tokio::runtime::Runtime;
+use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::panicked;
 
-/// The runtime every core call and background task of the addon runs on. ONE worker thread:
-/// every call crosses from a JS thread to the worker and back, and with one worker the Redis
-/// connection tasks, the request and the completion all run on the same thread (two
-/// cross-thread wake-ups per round instead of up to four, no work stealing; bench/RESULTS.md).
-/// Process-wide and never shut down, so it is shared by every environment and outlives each.
-static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("ironlock-rt")
-        // Node ignores SIGPIPE, but a program that embeds it may not.
-        .on_thread_start(ironlock::driven::block_sigpipe)
-        .enable_all()
-        .build()
-        .expect("ironlock: cannot start the Tokio runtime")
+/// The runtime every core call and background task of the addon runs on: a current-thread
+/// runtime that each environment's JS thread drives from its libuv loop (`uv.rs`) and a thread of
+/// its own drives in between, so a call's requests are written and its replies read on the JS
+/// thread, without a hand-off to another thread and back (bench/RESULTS.md). Process-wide and
+/// never shut down, so it is shared by every environment and outlives each.
+static RUNTIME: LazyLock<DrivenRuntime> = LazyLock::new(|| {
+    // Its threads block SIGPIPE: Node ignores it, but a program that embeds Node may not.
+    DrivenRuntime::for_event_loop("ironlock-rt", 2)
+        .unwrap_or_else(|e| panic!("ironlock: cannot start the Tokio runtime: {e}"))
 });
 
-/// Runs `fut` on the addon's runtime.
+/// The addon's runtime.
+pub fn runtime() -> &'static DrivenRuntime {
+    &RUNTIME
+}
+
+/// Runs `fut` on the addon's runtime. Called on a JS thread, it also starts it there: the task
+/// runs until it first waits (its requests are written) before this returns. Calls queued by
+/// [`start`] start first, in order.
 pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    RUNTIME.spawn(fut)
+    if Handle::try_current().is_ok() || RUNTIME.reactor_fd().is_none() {
+        // Inside the runtime; or no event loop watches it (not Linux), so its own thread drives
+        // it all the time and takes the task from there.
+        return RUNTIME.handle().spawn(fut);
+    }
+    RUNTIME.drive_now(|| {
+        start_queued();
+        RUNTIME.handle().spawn(fut)
+    })
+}
+
+type Queued = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Calls started on a JS thread while others were in flight, waiting for the next drive.
+static QUEUED: Mutex<Vec<Queued>> = Mutex::new(Vec::new());
+
+/// Calls of [`start`] not finished yet.
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a call in flight from its start until its future is done or dropped.
+struct InFlight;
+
+impl InFlight {
+    fn new() -> InFlight {
+        IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Runs a call's `fut` (acquire, release, extend) on the addon's runtime. When no other call is
+/// in flight it starts at once on this thread, as [`spawn`] does (one call at a time: each is
+/// written without delay). Otherwise it is queued, and every call queued meanwhile starts in the
+/// next drive of the runtime (by the event loop, in the same turn): their commands to a node go
+/// out in one write instead of one each, which is what many calls in flight need.
+pub fn start<F>(fut: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let counted = InFlight::new();
+    let fut = async move {
+        let _counted = counted;
+        fut.await
+    };
+    if IN_FLIGHT.load(Ordering::Acquire) == 1
+        || Handle::try_current().is_ok()
+        || RUNTIME.reactor_fd().is_none()
+    {
+        spawn(fut);
+        return;
+    }
+    let first = {
+        let mut queued = QUEUED.lock().unwrap_or_else(|p| p.into_inner());
+        queued.push(Box::pin(fut));
+        queued.len() == 1
+    };
+    if first {
+        // Wakes whoever drives next (this thread's event loop: the reactor turns readable).
+        RUNTIME.handle().spawn(async { start_queued() });
+    }
+}
+
+/// Spawns the queued calls, in order (inside the runtime: they run in the current drive).
+fn start_queued() {
+    let queued = std::mem::take(&mut *QUEUED.lock().unwrap_or_else(|p| p.into_inner()));
+    for fut in queued {
+        tokio::spawn(fut);
+    }
 }
 
 /// Resolves once the flag behind `rx` is set; never when its sender is dropped unset.
@@ -104,6 +182,8 @@ impl EnvScope {
             }
         })?;
         scopes.insert(key, Arc::clone(&scope));
+        drop(scopes);
+        crate::uv::watch(env)?;
         Ok(scope)
     }
 
