@@ -523,6 +523,16 @@ mod quiet {
             tokio::net::UnixStream::from_std(probe).ok()?
         };
         let target = probe.as_raw_fd().to_string();
+        // The probe's inode too (fdinfo's `ino:`, hexadecimal): a descriptor number alone could
+        // name a stale target in another instance.
+        let ino = {
+            // SAFETY: fstat fills an initialised struct for a live descriptor.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            if unsafe { libc::fstat(probe.as_raw_fd(), &mut st) } != 0 {
+                return None;
+            }
+            format!("ino:{:x}", st.st_ino)
+        };
         for entry in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
             let Some(fd) = entry
                 .file_name()
@@ -541,7 +551,9 @@ mod quiet {
             };
             let lists_probe = info.lines().any(|line| {
                 let mut words = line.split_whitespace();
-                words.next() == Some("tfd:") && words.next() == Some(target.as_str())
+                words.next() == Some("tfd:")
+                    && words.next() == Some(target.as_str())
+                    && line.split_whitespace().any(|w| w == ino)
             });
             if lists_probe {
                 return Some(fd);
