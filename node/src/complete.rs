@@ -2,12 +2,14 @@
 //! threadsafe function per manager.
 //!
 //! napi's `spawn_future` creates a threadsafe function (a libuv async handle) for every Promise
-//! and closes it after settling; for a lock+unlock cycle that is two handles opened and closed,
-//! on top of the thread hand-offs. Here the JS layer keeps the Promise: it passes a numeric id,
-//! the task runs on the addon's runtime, and its outcome is queued to the manager's completion
-//! function `complete(id, error, value)` on the JS thread. Node drains that queue in one
-//! wake-up, so completions that finish together (64 acquires in flight) settle together. The
-//! function is weak: the JS layer keeps the event loop alive while ids are pending.
+//! and closes it after settling; for a lock+unlock cycle that is two handles opened and closed.
+//! Here the JS layer keeps the Promise: it passes a numeric id, the task runs on the addon's
+//! runtime (started by `runtime::start`, usually on the JS thread itself), and its outcome is
+//! queued to the manager's completion function `complete(id, error, value)`, which Node calls on
+//! the JS thread whichever thread finished the task (the JS thread's own drive, or the runtime's
+//! thread while JS was busy). Node drains that queue in one go, so completions that finish
+//! together (64 acquires in flight) settle together. The function is weak: the JS layer keeps
+//! the event loop alive while ids are pending.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -87,8 +89,9 @@ impl Completer {
         Ok(Completer(Arc::new(tsfn)))
     }
 
-    /// Runs `fut` on the addon's runtime and settles JS id `id` with its outcome. A panic in
-    /// `fut` settles it with the core's INTERNAL error instead of leaving the Promise pending.
+    /// Runs `fut` on the addon's runtime (see `runtime::start`) and settles JS id `id` with its
+    /// outcome. A panic in `fut` settles it with the core's INTERNAL error instead of leaving the
+    /// Promise pending.
     pub fn run<F>(&self, id: u32, fut: F)
     where
         F: Future<Output = Result<Done>> + Send + 'static,

@@ -310,6 +310,23 @@ describe('three nodes', () => {
     assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
   })
 
+  it('using keeps the lock alive while the JS thread is blocked for 3x its duration', async () => {
+    // The event loop drives the addon's runtime; while JavaScript blocks it, the addon's own
+    // thread must take over and extend the lock.
+    const r = [unique()]
+    const ttl = 400
+    const out = await manager.using(r, ttl, async (signal, lock) => {
+      const end = Date.now() + 3 * ttl + 200
+      while (Date.now() < end) {
+        // busy: no await, the event loop does not turn
+      }
+      const held = (await cluster.cmd(1, 'GET', r[0])) === lock.value
+      return [lock.isValid(), signal.aborted, held]
+    })
+    assert.deepEqual(out, [true, false, true])
+    assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
+  })
+
   it('using aborts the signal at once when the keys are deleted behind its back', async () => {
     const r = [unique()]
     const ttl = 600
