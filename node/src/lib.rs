@@ -3,8 +3,9 @@
 //! This crate only converts: JS values in, one core call, JS values (or an error) out. Every call
 //! that talks to Redis runs on the addon's tokio runtime (process-wide, driven from the JS
 //! threads' event loops and a thread of its own, see `runtime.rs` and `uv.rs`), which also runs
-//! the core's background tasks (reconnection, release notifications, auto-extension). The addon can be loaded by any number of environments (the
-//! main thread and worker threads), concurrently or one after another.
+//! the core's background tasks (reconnection, release notifications, auto-extension). The addon
+//! can be loaded by any number of environments (the main thread and worker threads),
+//! concurrently or one after another.
 //! `acquire`, `release` and `extend` settle through the manager's completion function
 //! (`complete.rs`); the rarer calls return napi Promises. The thin JS layer in `lib/` owns the
 //! Promises of the hot calls and adds what napi cannot express: error subclasses, `AbortSignal`
