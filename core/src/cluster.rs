@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 
+use crate::alarm::Alarm;
 use crate::config::Config;
 use crate::drain::InFlight;
 use crate::error::{Error, ErrorKind, Result};
@@ -49,6 +50,7 @@ impl Cluster {
             quarantine,
             inflight: inflight.clone(),
             rt: rt.clone(),
+            alarm: Alarm::new(rt.clone()),
             epoch_key: crate::scripts::epoch_key(&config.key_prefix),
         };
         let mut nodes = Vec::with_capacity(specs.len());

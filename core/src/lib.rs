@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 mod acquire;
+mod alarm;
 mod cluster;
 mod config;
 mod drain;

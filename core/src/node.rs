@@ -9,6 +9,7 @@ use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
+use crate::alarm::Alarm;
 use crate::config::{NodeSpec, scrub};
 use crate::drain::{Draining, InFlight};
 
@@ -146,6 +147,8 @@ pub(crate) struct Node {
     /// The runtime the manager was created on: reconnections and drains run there, whichever
     /// thread noticed that they are needed.
     rt: tokio::runtime::Handle,
+    /// The manager's round deadlines (shared by its nodes).
+    alarm: Arc<Alarm>,
     pub(crate) counters: VoteCounters,
 }
 
@@ -194,6 +197,7 @@ pub(crate) struct NodeSettings {
     pub(crate) quarantine: Option<Duration>,
     pub(crate) inflight: Arc<InFlight>,
     pub(crate) rt: tokio::runtime::Handle,
+    pub(crate) alarm: Arc<Alarm>,
     /// [`crate::scripts::epoch_key`] of the manager's key prefix.
     pub(crate) epoch_key: String,
 }
@@ -276,6 +280,7 @@ impl Node {
             inflight: settings.inflight.clone(),
             epoch_key: settings.epoch_key.clone(),
             rt: settings.rt.clone(),
+            alarm: settings.alarm.clone(),
             counters: VoteCounters::default(),
         }))
     }
@@ -608,6 +613,11 @@ impl Node {
     /// The runtime of the manager this node belongs to.
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
         &self.rt
+    }
+
+    /// The manager's round deadlines.
+    pub(crate) fn alarm(&self) -> &Arc<Alarm> {
+        &self.alarm
     }
 
     /// Whether the server takes `SET … NX … GET` (Redis and Valkey 7 and later), as read from

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use std::pin::Pin;
 use std::task::Poll;
 
+use crate::alarm::Deadline;
 use crate::error::{ErrorKind, NodeReport, Report, Vote};
 use crate::node::{Failure, Node};
 
@@ -149,9 +150,9 @@ where
     let node_timeout = nodes
         .first()
         .map_or(Duration::ZERO, |node| node.node_timeout());
-    // Armed once every request has been polled (handed to its connection) for the first time.
-    let mut deadline: Option<tokio::time::Instant> = None;
-    let mut timer = std::pin::pin!(tokio::time::sleep(node_timeout));
+    // Armed once every request has been polled (handed to its connection) for the first time,
+    // on the manager's alarm (one timer for all rounds, `alarm.rs`).
+    let mut deadline: Option<Deadline> = None;
     let mut timed_out = false;
     // Tally::Fair: how long a lost round still waits for the replies that are out.
     let mut grace: Option<tokio::time::Instant> = None;
@@ -228,12 +229,12 @@ where
         if decided || answered == n {
             return Poll::Ready(());
         }
-        if deadline.is_none() {
-            let at = tokio::time::Instant::now() + node_timeout;
-            timer.as_mut().reset(at);
-            deadline = Some(at);
-        }
-        if timer.as_mut().poll(cx).is_ready() {
+        let deadline = deadline.get_or_insert_with(|| {
+            nodes[0]
+                .alarm()
+                .deadline(tokio::time::Instant::now() + node_timeout)
+        });
+        if deadline.poll_elapsed(cx).is_ready() {
             timed_out = true;
             return Poll::Ready(());
         }
@@ -259,14 +260,16 @@ where
             .zip(nodes)
             .filter_map(|(slot, node)| slot.map(|fut| (node.draining(), fut)))
             .collect();
-        let until = deadline.unwrap_or_else(|| tokio::time::Instant::now() + node_timeout);
-        nodes[0].runtime().spawn(tokio::time::timeout_at(
-            until,
+        let until = deadline.map_or_else(|| tokio::time::Instant::now() + node_timeout, |d| d.at());
+        let alarm = Arc::clone(nodes[0].alarm());
+        let late =
             futures_util::future::join_all(rest.into_iter().map(|(guard, fut)| async move {
                 fut.await;
                 drop(guard);
-            })),
-        ));
+            }));
+        nodes[0]
+            .runtime()
+            .spawn(async move { alarm.timeout_at(until, late).await });
     }
     Round {
         report: Report {
