@@ -1,8 +1,8 @@
 'use strict'
 // The Promises of the native calls that talk to Redis (acquire, release, extend, finish). Each
-// takes an id and settles it later through `complete`, one threadsafe function per manager
-// (node/src/complete.rs): cheaper than a native Promise per call. `pending` maps ids to their
-// settle functions.
+// takes an id and settles it later through `complete`, called by the event loop's callback that
+// read the reply, or by one threadsafe function per manager (node/src/complete.rs): cheaper than
+// a native Promise per call. `pending` maps ids to their settle functions.
 
 const native = require('../index.js')
 

@@ -65,7 +65,7 @@ impl NativeManager {
                 .check()
                 .map_err(|e| to_napi(in_node_words(e, "ttl")))?;
             let scope = EnvScope::of(env)?;
-            let completer = Completer::new(&complete)?;
+            let completer = Completer::new(env, &complete)?;
             let manager = LockManager::new(config).boxed().shared();
             // Connecting runs as a task on the runtime, whether or not anyone awaits it yet.
             let driver = manager.clone();

@@ -4,7 +4,8 @@
 //! epoll instance, which itself polls readable while it has events ready; each environment
 //! watches it with a libuv poll handle, so when a Redis reply arrives the JS thread's own event
 //! loop wakes and runs the runtime right there ([`DrivenRuntime::drive_now`]): the reply is read,
-//! the call's task finishes and its Promise is settled without another thread being woken.
+//! the call's task finishes and its Promise is settled by the same callback, as it returns
+//! (`complete.rs`), without another thread being woken or another turn of the loop.
 //! A call started from JS writes its requests the same way, on the JS thread. Between events the
 //! runtime's driver thread takes over once no JS thread has driven it for a moment, so timers
 //! (retry pauses, auto-extension) and background work run while every JS thread is busy or idle.
@@ -15,11 +16,14 @@
 //!
 //! [`DrivenRuntime::drive_now`]: ironlock::driven::DrivenRuntime::drive_now
 
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use napi::{Env, Result, sys};
+use napi::bindgen_prelude::{Function, JsValue, Unknown};
+use napi::{Env, Result, Status, sys};
 
+use crate::complete::{CompleteArgs, Completion};
 use crate::runtime::runtime;
 
 /// `uv_handle_type`'s `UV_POLL` and `uv_poll_event`'s `UV_READABLE` (libuv's `uv.h`, stable
@@ -42,10 +46,100 @@ unsafe extern "C" {
 }
 
 /// One environment's poll handle: its memory (`uv_handle_size(UV_POLL)` bytes, 8-aligned; the
-/// handle's first field, `void* data`, points back here) and the cleanup hook that closes it.
+/// handle's first field, `void* data`, points back here), the cleanup hook that closes it, and
+/// what settling a call's Promise from the handle's callback needs (see [`settle_here`]).
 struct Watch {
     handle: Box<[u64]>,
     hook: sys::napi_async_cleanup_hook_handle,
+    env: sys::napi_env,
+    /// The JS `complete(id, error, value)` of `calls.js` (null until the first manager).
+    complete: sys::napi_ref,
+    /// The async context the completions run in (null until the first manager).
+    context: sys::napi_async_context,
+}
+
+thread_local! {
+    /// This thread's environments that watch the runtime, by `napi_env` address (a JS thread
+    /// has one; an embedder may run several).
+    static WATCHES: RefCell<Vec<(usize, *mut Watch)>> = const { RefCell::new(Vec::new()) };
+    /// The environment whose poll callback drives the runtime on this thread now (0: none).
+    static DRIVING: Cell<usize> = const { Cell::new(0) };
+    /// Calls of that environment finished in this drive, settled when it ends.
+    static SETTLED: RefCell<Vec<Completion>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Hands `done`, a finished call of environment `env`, to the poll callback that drives the
+/// runtime on this thread if it is `env`'s: the callback settles it on its way out, with no
+/// threadsafe-function round trip through the event loop. `Err(done)` otherwise (another
+/// thread, another environment, or a drive that no poll callback started).
+pub fn settle_here(env: usize, done: Completion) -> std::result::Result<(), Completion> {
+    if DRIVING.with(Cell::get) != env {
+        return Err(done);
+    }
+    SETTLED.with_borrow_mut(|settled| settled.push(done));
+    Ok(())
+}
+
+/// Registers `complete` (the same function for every manager of an environment: `calls.js`'s)
+/// as what [`settle_here`] completions of `env` call. Without a poll handle for `env`, nothing
+/// is registered and every completion goes through the manager's threadsafe function.
+pub fn register_complete(
+    env: &Env,
+    complete: &Function<'_, CompleteArgs, Unknown<'static>>,
+) -> Result<()> {
+    let Some(watch) = find(env.raw() as usize) else {
+        return Ok(());
+    };
+    // SAFETY: `watch` is alive (listed) and used on its environment's thread only; the calls
+    // are Node-API calls on that thread, inside the callback that created the manager.
+    unsafe {
+        if !(*watch).complete.is_null() {
+            return Ok(());
+        }
+        let raw = env.raw();
+        let mut name = ptr::null_mut();
+        check(sys::napi_create_string_utf8(
+            raw,
+            c"ironlock".as_ptr(),
+            8,
+            &mut name,
+        ))?;
+        let mut context = ptr::null_mut();
+        check(sys::napi_async_init(
+            raw,
+            ptr::null_mut(),
+            name,
+            &mut context,
+        ))?;
+        let mut reference = ptr::null_mut();
+        if let Err(e) = check(sys::napi_create_reference(
+            raw,
+            complete.raw(),
+            1,
+            &mut reference,
+        )) {
+            sys::napi_async_destroy(raw, context);
+            return Err(e);
+        }
+        (*watch).context = context;
+        (*watch).complete = reference;
+    }
+    Ok(())
+}
+
+fn check(status: sys::napi_status) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(napi::Error::new(
+            Status::from(status),
+            "ironlock: Node-API call failed",
+        ))
+    }
+}
+
+fn find(env: usize) -> Option<*mut Watch> {
+    WATCHES.with_borrow(|w| w.iter().find(|(e, _)| *e == env).map(|(_, w)| *w))
 }
 
 impl Watch {
@@ -67,6 +161,9 @@ pub fn watch(env: &Env) -> Result<()> {
     let mut watch = Box::new(Watch {
         handle: vec![0u64; size.div_ceil(8)].into_boxed_slice(),
         hook: ptr::null_mut(),
+        env: env.raw(),
+        complete: ptr::null_mut(),
+        context: ptr::null_mut(),
     });
     let handle = watch.handle();
     // SAFETY: `handle` is zeroed memory of the size libuv asked for, initialised here on the
@@ -93,22 +190,106 @@ pub fn watch(env: &Env) -> Result<()> {
         if status != sys::Status::napi_ok {
             uv_poll_stop(handle);
             uv_close(handle, on_closed_unhooked);
+            return Ok(());
         }
     }
+    WATCHES.with_borrow_mut(|w| w.push((env.raw() as usize, raw)));
     Ok(())
 }
 
-/// The reactor has events: run the runtime on this thread until nothing is ready.
-unsafe extern "C" fn on_ready(_handle: *mut c_void, _status: c_int, _events: c_int) {
+/// The reactor has events: run the runtime on this thread until nothing is ready, then settle
+/// the calls of this environment that finished meanwhile.
+unsafe extern "C" fn on_ready(handle: *mut c_void, _status: c_int, _events: c_int) {
+    // SAFETY: the handle's `data` field points at its live `Watch` (freed only once closed).
+    let watch = unsafe { *handle.cast::<*mut Watch>() };
+    // SAFETY: as above; read on the loop's thread, which owns it.
+    let env = unsafe { (*watch).env } as usize;
+    DRIVING.with(|d| d.set(env));
     // A panic must not unwind into libuv; the tasks catch their own.
     let _ = std::panic::catch_unwind(|| runtime().drive_now(|| ()));
+    DRIVING.with(|d| d.set(0));
+    let done = SETTLED.with_borrow_mut(std::mem::take);
+    if !done.is_empty() {
+        // SAFETY: on the environment's own thread, from its event loop, outside any JS call.
+        unsafe { settle(watch, done) };
+    }
+}
+
+/// Calls `complete(id, error, value)` for each of `done`, in one callback scope (microtasks
+/// run once, when it closes, as for a batch of threadsafe-function calls).
+unsafe fn settle(watch: *mut Watch, done: Vec<Completion>) {
+    // SAFETY: the caller's contract; every value is created and used inside the handle scope.
+    unsafe {
+        let Watch {
+            env,
+            complete,
+            context,
+            ..
+        } = *watch;
+        if complete.is_null() {
+            return;
+        }
+        let mut scope = ptr::null_mut();
+        if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
+            return;
+        }
+        let mut callback = ptr::null_mut();
+        if sys::napi_open_callback_scope(env, ptr::null_mut(), context, &mut callback)
+            == sys::Status::napi_ok
+        {
+            let mut function = ptr::null_mut();
+            let mut recv = ptr::null_mut();
+            if sys::napi_get_reference_value(env, complete, &mut function) == sys::Status::napi_ok
+                && !function.is_null()
+                && sys::napi_get_undefined(env, &mut recv) == sys::Status::napi_ok
+            {
+                for c in done {
+                    call_complete(env, recv, function, c);
+                }
+            }
+            sys::napi_close_callback_scope(env, callback);
+        }
+        sys::napi_close_handle_scope(env, scope);
+    }
+}
+
+/// One `complete(id, error, value)` call; an exception it throws is reported as uncaught.
+unsafe fn call_complete(
+    env: sys::napi_env,
+    recv: sys::napi_value,
+    function: sys::napi_value,
+    c: Completion,
+) {
+    // SAFETY: inside `settle`'s scopes, on the environment's thread.
+    unsafe {
+        let Ok(args) = c.into_args(env) else {
+            return;
+        };
+        let mut result = ptr::null_mut();
+        let status = sys::napi_call_function(env, recv, function, 3, args.as_ptr(), &mut result);
+        if status == sys::Status::napi_pending_exception {
+            let mut error = ptr::null_mut();
+            if sys::napi_get_and_clear_last_exception(env, &mut error) == sys::Status::napi_ok {
+                sys::napi_fatal_exception(env, error);
+            }
+        }
+    }
 }
 
 /// The environment exits: stop watching and close the handle.
 unsafe extern "C" fn on_env_cleanup(_hook: sys::napi_async_cleanup_hook_handle, data: *mut c_void) {
     let watch = data.cast::<Watch>();
-    // SAFETY: `data` is the `Watch` registered with this hook, alive until closed.
+    // SAFETY: `data` is the `Watch` registered with this hook, alive until closed; the hook runs
+    // on the environment's thread while it can still make Node-API calls.
     unsafe {
+        let env = (*watch).env;
+        WATCHES.with_borrow_mut(|w| w.retain(|(e, _)| *e != env as usize));
+        if !(*watch).complete.is_null() {
+            sys::napi_delete_reference(env, (*watch).complete);
+            sys::napi_async_destroy(env, (*watch).context);
+            (*watch).complete = ptr::null_mut();
+            (*watch).context = ptr::null_mut();
+        }
         let handle = (*watch).handle();
         uv_poll_stop(handle);
         uv_close(handle, on_closed);
