@@ -9,9 +9,17 @@ use tokio::sync::Notify;
 
 /// A count of in-flight requests with waits that wake when it reaches zero.
 pub(crate) struct InFlight {
-    count: Mutex<usize>,
+    count: Mutex<Count>,
     idle: Condvar,
     idle_async: Notify,
+}
+
+/// The requests in flight, and the threads blocked in [`InFlight::wait_blocking`] (the condvar
+/// is notified only when there is one: a notification is a system call, and the count drops to
+/// zero after nearly every release at N ≥ 3).
+struct Count {
+    requests: usize,
+    blocked: usize,
 }
 
 /// Every manager's requests in this process (what a binding waits for at exit).
@@ -20,25 +28,30 @@ static PROCESS: InFlight = InFlight::new();
 impl InFlight {
     pub(crate) const fn new() -> Self {
         InFlight {
-            count: Mutex::new(0),
+            count: Mutex::new(Count {
+                requests: 0,
+                blocked: 0,
+            }),
             idle: Condvar::new(),
             idle_async: Notify::const_new(),
         }
     }
 
-    fn count(&self) -> std::sync::MutexGuard<'_, usize> {
+    fn count(&self) -> std::sync::MutexGuard<'_, Count> {
         self.count.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn add(&self) {
-        *self.count() += 1;
+        self.count().requests += 1;
     }
 
     fn done(&self) {
         let mut c = self.count();
-        *c = c.saturating_sub(1);
-        if *c == 0 {
-            self.idle.notify_all();
+        c.requests = c.requests.saturating_sub(1);
+        if c.requests == 0 {
+            if c.blocked > 0 {
+                self.idle.notify_all();
+            }
             self.idle_async.notify_waiters();
         }
     }
@@ -47,7 +60,7 @@ impl InFlight {
     fn wait_blocking(&self, limit: Duration) -> bool {
         let until = Instant::now().checked_add(limit);
         let mut c = self.count();
-        while *c > 0 {
+        while c.requests > 0 {
             let left = match until {
                 Some(u) => match u.checked_duration_since(Instant::now()) {
                     Some(left) if !left.is_zero() => left,
@@ -55,11 +68,13 @@ impl InFlight {
                 },
                 None => Duration::from_secs(3600),
             };
+            c.blocked += 1;
             c = self
                 .idle
                 .wait_timeout(c, left)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            c.blocked -= 1;
         }
         true
     }
@@ -73,12 +88,12 @@ impl InFlight {
             tokio::pin!(idle);
             // Registered before the check, so a decrement to zero in between is not missed.
             idle.as_mut().enable();
-            if *self.count() == 0 {
+            if self.count().requests == 0 {
                 return true;
             }
             tokio::select! {
                 _ = idle => {}
-                _ = &mut timer => return *self.count() == 0,
+                _ = &mut timer => return self.count().requests == 0,
             }
         }
     }
