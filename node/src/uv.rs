@@ -233,40 +233,50 @@ unsafe fn settle(watch: *mut Watch, done: Vec<Completion>) {
         if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
             return;
         }
-        let mut callback = ptr::null_mut();
-        if sys::napi_open_callback_scope(env, ptr::null_mut(), context, &mut callback)
-            == sys::Status::napi_ok
+        let mut function = ptr::null_mut();
+        let mut recv = ptr::null_mut();
+        if sys::napi_get_reference_value(env, complete, &mut function) == sys::Status::napi_ok
+            && !function.is_null()
+            && sys::napi_get_undefined(env, &mut recv) == sys::Status::napi_ok
         {
-            let mut function = ptr::null_mut();
-            let mut recv = ptr::null_mut();
-            if sys::napi_get_reference_value(env, complete, &mut function) == sys::Status::napi_ok
-                && !function.is_null()
-                && sys::napi_get_undefined(env, &mut recv) == sys::Status::napi_ok
-            {
-                for c in done {
-                    call_complete(env, recv, function, c);
-                }
+            // Node ignores the resource (the context carries it, Node 14.17 and later).
+            let mut callback = ptr::null_mut();
+            let scoped =
+                sys::napi_open_callback_scope(env, ptr::null_mut(), context, &mut callback)
+                    == sys::Status::napi_ok;
+            for c in done {
+                call_complete(env, context, scoped, recv, function, c);
             }
-            sys::napi_close_callback_scope(env, callback);
+            if scoped {
+                sys::napi_close_callback_scope(env, callback);
+            }
         }
         sys::napi_close_handle_scope(env, scope);
     }
 }
 
-/// One `complete(id, error, value)` call; an exception it throws is reported as uncaught.
+/// One `complete(id, error, value)` call, inside the batch's callback scope (`scoped`) or, if
+/// that could not be opened, as a callback of its own; an exception it throws is reported as
+/// uncaught.
 unsafe fn call_complete(
     env: sys::napi_env,
+    context: sys::napi_async_context,
+    scoped: bool,
     recv: sys::napi_value,
     function: sys::napi_value,
     c: Completion,
 ) {
-    // SAFETY: inside `settle`'s scopes, on the environment's thread.
+    // SAFETY: inside `settle`'s handle scope, on the environment's thread.
     unsafe {
         let Ok(args) = c.into_args(env) else {
             return;
         };
         let mut result = ptr::null_mut();
-        let status = sys::napi_call_function(env, recv, function, 3, args.as_ptr(), &mut result);
+        let status = if scoped {
+            sys::napi_call_function(env, recv, function, 3, args.as_ptr(), &mut result)
+        } else {
+            sys::napi_make_callback(env, context, recv, function, 3, args.as_ptr(), &mut result)
+        };
         if status == sys::Status::napi_pending_exception {
             let mut error = ptr::null_mut();
             if sys::napi_get_and_clear_last_exception(env, &mut error) == sys::Status::napi_ok {
