@@ -89,6 +89,9 @@ impl Alarm {
     async fn run(self: Arc<Self>) {
         let mut sleep = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
         let mut due: Vec<Waker> = Vec::new();
+        // The sleep has completed: it is registered again even for the same deadline (tokio
+        // rounds a deadline up to its tick, so this is only a guard against spinning).
+        let mut fired = false;
         std::future::poll_fn(|cx| {
             loop {
                 let now = Instant::now();
@@ -113,12 +116,14 @@ impl Alarm {
                 }
                 drop(st);
                 due.drain(..).for_each(Waker::wake);
-                if sleep.deadline() != at {
+                if fired || sleep.deadline() != at {
                     sleep.as_mut().reset(at);
                 }
                 if sleep.as_mut().poll(cx).is_pending() {
+                    fired = false;
                     return Poll::Pending;
                 }
+                fired = true;
             }
         })
         .await;

@@ -95,17 +95,38 @@ pub type CompleteArgs = FnArgs<(u32, Option<String>, Option<Done>)>;
 
 type Tsfn = ThreadsafeFunction<Completion, Unknown<'static>, CompleteArgs, Status, false, true>;
 
-/// The manager's completion function, shared by its locks, and its environment (by address).
+/// A call finished in a drive of its environment's event loop, waiting for the poll callback
+/// to settle it (`uv::settle_here`): the index of its manager's `complete` there, and the
+/// manager's threadsafe function should that fail.
+pub struct Finished {
+    pub complete: u32,
+    pub done: Completion,
+    tsfn: Arc<Tsfn>,
+}
+
+impl Finished {
+    /// Settles through the manager's threadsafe function instead.
+    pub fn fall_back(self) {
+        // Fails only while the environment shuts down: nobody is left to settle then.
+        let _ = self
+            .tsfn
+            .call(self.done, ThreadsafeFunctionCallMode::NonBlocking);
+    }
+}
+
+/// The manager's completion function, shared by its locks, its environment (by address) and
+/// the function's index for settling from that environment's event loop (`None`: never).
 #[derive(Clone)]
 pub struct Completer {
     tsfn: Arc<Tsfn>,
     env: usize,
+    complete: Option<u32>,
 }
 
 impl Completer {
     /// Wraps the JS function `complete(id, error, value)` of `env`.
     pub fn new(env: &Env, complete: &Function<'_, CompleteArgs, Unknown<'static>>) -> Result<Self> {
-        crate::uv::register_complete(env, complete)?;
+        let index = crate::uv::register_complete(env, complete)?;
         let tsfn = complete
             .build_threadsafe_function::<Completion>()
             .callee_handled::<false>()
@@ -121,6 +142,7 @@ impl Completer {
         Ok(Completer {
             tsfn: Arc::new(tsfn),
             env: env.raw() as usize,
+            complete: index,
         })
     }
 
@@ -136,7 +158,7 @@ impl Completer {
         // the Node driver's samples in bench (a)).
         let fut = Box::pin(fut);
         let tsfn = Arc::clone(&self.tsfn);
-        let env = self.env;
+        let (env, complete) = (self.env, self.complete);
         start(async move {
             let result = match AssertUnwindSafe(fut).catch_unwind().await {
                 Ok(Ok(done)) => Ok(done),
@@ -144,10 +166,25 @@ impl Completer {
                 Err(p) => Err(panicked(&*p).reason.clone()),
             };
             // Settled by the event loop's poll callback that is driving, when it is this
-            // environment's (`uv::settle_here`); otherwise through the threadsafe function,
-            // which fails only while the environment shuts down: nobody is left to settle then.
-            if let Err(done) = crate::uv::settle_here(env, Completion { id, result }) {
-                let _ = tsfn.call(done, ThreadsafeFunctionCallMode::NonBlocking);
+            // environment's (`uv::settle_here`); otherwise through the threadsafe function.
+            let done = Completion { id, result };
+            match complete {
+                Some(complete) => {
+                    let finished = Finished {
+                        complete,
+                        done,
+                        tsfn,
+                    };
+                    if let Err(finished) = crate::uv::settle_here(env, finished) {
+                        finished.fall_back();
+                    }
+                }
+                None => Finished {
+                    complete: 0,
+                    done,
+                    tsfn,
+                }
+                .fall_back(),
             }
         });
     }

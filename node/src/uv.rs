@@ -23,7 +23,7 @@ use std::ptr;
 use napi::bindgen_prelude::{Function, JsValue, Unknown};
 use napi::{Env, Result, Status, sys};
 
-use crate::complete::{CompleteArgs, Completion};
+use crate::complete::{CompleteArgs, Completion, Finished};
 use crate::runtime::runtime;
 
 /// `uv_handle_type`'s `UV_POLL` and `uv_poll_event`'s `UV_READABLE` (libuv's `uv.h`, stable
@@ -52,8 +52,10 @@ struct Watch {
     handle: Box<[u64]>,
     hook: sys::napi_async_cleanup_hook_handle,
     env: sys::napi_env,
-    /// The JS `complete(id, error, value)` of `calls.js` (null until the first manager).
-    complete: sys::napi_ref,
+    /// The JS `complete(id, error, value)` functions of the environment's managers, each once
+    /// (`calls.js`'s; more than one when that module was loaded more than once, as test
+    /// runners that reset their module registry do). A `Completer` holds its index.
+    complete: Vec<sys::napi_ref>,
     /// The async context the completions run in (null until the first manager).
     context: sys::napi_async_context,
 }
@@ -64,67 +66,82 @@ thread_local! {
     static WATCHES: RefCell<Vec<(usize, *mut Watch)>> = const { RefCell::new(Vec::new()) };
     /// The environment whose poll callback drives the runtime on this thread now (0: none).
     static DRIVING: Cell<usize> = const { Cell::new(0) };
-    /// Calls of that environment finished in this drive, settled when it ends.
-    static SETTLED: RefCell<Vec<Completion>> = const { RefCell::new(Vec::new()) };
+    /// Calls of that environment finished in this drive, with the index of their `complete`,
+    /// settled when it ends.
+    static SETTLED: RefCell<Vec<Finished>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Hands `done`, a finished call of environment `env`, to the poll callback that drives the
 /// runtime on this thread if it is `env`'s: the callback settles it on its way out, with no
 /// threadsafe-function round trip through the event loop. `Err(done)` otherwise (another
 /// thread, another environment, or a drive that no poll callback started).
-pub fn settle_here(env: usize, done: Completion) -> std::result::Result<(), Completion> {
+pub fn settle_here(env: usize, finished: Finished) -> std::result::Result<(), Finished> {
     if DRIVING.with(Cell::get) != env {
-        return Err(done);
+        return Err(finished);
     }
-    SETTLED.with_borrow_mut(|settled| settled.push(done));
+    SETTLED.with_borrow_mut(|settled| settled.push(finished));
     Ok(())
 }
 
-/// Registers `complete` (the same function for every manager of an environment: `calls.js`'s)
-/// as what [`settle_here`] completions of `env` call. Without a poll handle for `env`, nothing
-/// is registered and every completion goes through the manager's threadsafe function.
+/// Registers `complete` as a function that [`settle_here`] completions of `env` may call, and
+/// returns its index (the same for the same function). `None` without a poll handle for `env`:
+/// every completion then goes through the manager's threadsafe function.
 pub fn register_complete(
     env: &Env,
     complete: &Function<'_, CompleteArgs, Unknown<'static>>,
-) -> Result<()> {
+) -> Result<Option<u32>> {
     let Some(watch) = find(env.raw() as usize) else {
-        return Ok(());
+        return Ok(None);
     };
+    let raw = env.raw();
     // SAFETY: `watch` is alive (listed) and used on its environment's thread only; the calls
-    // are Node-API calls on that thread, inside the callback that created the manager.
+    // are Node-API calls on that thread, inside the callback that creates a manager.
     unsafe {
-        if !(*watch).complete.is_null() {
-            return Ok(());
+        let references = &(*watch).complete;
+        for (i, reference) in references.iter().enumerate() {
+            let mut known = ptr::null_mut();
+            let mut same = false;
+            check(sys::napi_get_reference_value(raw, *reference, &mut known))?;
+            check(sys::napi_strict_equals(
+                raw,
+                known,
+                complete.raw(),
+                &mut same,
+            ))?;
+            if same {
+                return Ok(u32::try_from(i).ok());
+            }
         }
-        let raw = env.raw();
-        let mut name = ptr::null_mut();
-        check(sys::napi_create_string_utf8(
-            raw,
-            c"ironlock".as_ptr(),
-            8,
-            &mut name,
-        ))?;
-        let mut context = ptr::null_mut();
-        check(sys::napi_async_init(
-            raw,
-            ptr::null_mut(),
-            name,
-            &mut context,
-        ))?;
+        if (*watch).context.is_null() {
+            let mut name = ptr::null_mut();
+            check(sys::napi_create_string_utf8(
+                raw,
+                c"ironlock".as_ptr(),
+                8,
+                &mut name,
+            ))?;
+            let mut context = ptr::null_mut();
+            check(sys::napi_async_init(
+                raw,
+                ptr::null_mut(),
+                name,
+                &mut context,
+            ))?;
+            (*watch).context = context;
+        }
+        let Ok(index) = u32::try_from((*watch).complete.len()) else {
+            return Ok(None);
+        };
         let mut reference = ptr::null_mut();
-        if let Err(e) = check(sys::napi_create_reference(
+        check(sys::napi_create_reference(
             raw,
             complete.raw(),
             1,
             &mut reference,
-        )) {
-            sys::napi_async_destroy(raw, context);
-            return Err(e);
-        }
-        (*watch).context = context;
-        (*watch).complete = reference;
+        ))?;
+        (*watch).complete.push(reference);
+        Ok(Some(index))
     }
-    Ok(())
 }
 
 fn check(status: sys::napi_status) -> Result<()> {
@@ -162,7 +179,7 @@ pub fn watch(env: &Env) -> Result<()> {
         handle: vec![0u64; size.div_ceil(8)].into_boxed_slice(),
         hook: ptr::null_mut(),
         env: env.raw(),
-        complete: ptr::null_mut(),
+        complete: Vec::new(),
         context: ptr::null_mut(),
     });
     let handle = watch.handle();
@@ -215,41 +232,44 @@ unsafe extern "C" fn on_ready(handle: *mut c_void, _status: c_int, _events: c_in
     }
 }
 
-/// Calls `complete(id, error, value)` for each of `done`, in one callback scope (microtasks
-/// run once, when it closes, as for a batch of threadsafe-function calls).
-unsafe fn settle(watch: *mut Watch, done: Vec<Completion>) {
+/// Calls its `complete(id, error, value)` for each of `done`, in one callback scope
+/// (microtasks run once, when it closes, as for a batch of threadsafe-function calls). One that
+/// cannot be called here goes through its manager's threadsafe function.
+unsafe fn settle(watch: *mut Watch, done: Vec<Finished>) {
     // SAFETY: the caller's contract; every value is created and used inside the handle scope.
     unsafe {
-        let Watch {
-            env,
-            complete,
-            context,
-            ..
-        } = *watch;
-        if complete.is_null() {
-            return;
-        }
+        let env = (*watch).env;
+        let context = (*watch).context;
         let mut scope = ptr::null_mut();
+        let mut recv = ptr::null_mut();
         if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
+            done.into_iter().for_each(Finished::fall_back);
             return;
         }
-        let mut function = ptr::null_mut();
-        let mut recv = ptr::null_mut();
-        if sys::napi_get_reference_value(env, complete, &mut function) == sys::Status::napi_ok
-            && !function.is_null()
-            && sys::napi_get_undefined(env, &mut recv) == sys::Status::napi_ok
-        {
-            // Node ignores the resource (the context carries it, Node 14.17 and later).
-            let mut callback = ptr::null_mut();
-            let scoped =
-                sys::napi_open_callback_scope(env, ptr::null_mut(), context, &mut callback)
-                    == sys::Status::napi_ok;
-            for c in done {
-                call_complete(env, context, scoped, recv, function, c);
+        if sys::napi_get_undefined(env, &mut recv) != sys::Status::napi_ok {
+            done.into_iter().for_each(Finished::fall_back);
+            sys::napi_close_handle_scope(env, scope);
+            return;
+        }
+        // Node ignores the resource (the context carries it, Node 14.17 and later).
+        let mut callback = ptr::null_mut();
+        let scoped = sys::napi_open_callback_scope(env, ptr::null_mut(), context, &mut callback)
+            == sys::Status::napi_ok;
+        for finished in done {
+            let mut function = ptr::null_mut();
+            let references = &(*watch).complete;
+            let found = references.get(finished.complete as usize).is_some_and(|r| {
+                sys::napi_get_reference_value(env, *r, &mut function) == sys::Status::napi_ok
+                    && !function.is_null()
+            });
+            if found {
+                call_complete(env, context, scoped, recv, function, finished.done);
+            } else {
+                finished.fall_back();
             }
-            if scoped {
-                sys::napi_close_callback_scope(env, callback);
-            }
+        }
+        if scoped {
+            sys::napi_close_callback_scope(env, callback);
         }
         sys::napi_close_handle_scope(env, scope);
     }
@@ -294,10 +314,11 @@ unsafe extern "C" fn on_env_cleanup(_hook: sys::napi_async_cleanup_hook_handle, 
     unsafe {
         let env = (*watch).env;
         WATCHES.with_borrow_mut(|w| w.retain(|(e, _)| *e != env as usize));
-        if !(*watch).complete.is_null() {
-            sys::napi_delete_reference(env, (*watch).complete);
+        for reference in std::mem::take(&mut (*watch).complete) {
+            sys::napi_delete_reference(env, reference);
+        }
+        if !(*watch).context.is_null() {
             sys::napi_async_destroy(env, (*watch).context);
-            (*watch).complete = ptr::null_mut();
             (*watch).context = ptr::null_mut();
         }
         let handle = (*watch).handle();

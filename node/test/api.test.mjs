@@ -64,6 +64,38 @@ describe('three nodes', () => {
     await cluster?.quit()
   })
 
+  it('a second copy of the JS layer in the same thread gets its own calls settled (a test runner that resets its module registry)', { timeout: 30_000 }, async () => {
+    // Load lib/ again, as jest does per test file: its calls.js numbers its calls from 1 again,
+    // while the native addon (cached by Node) is the same. Each copy's calls must be settled
+    // through its own `complete`, never through the other's (ids collide).
+    const libDir = require.resolve('../lib/index.js').replace(/index\.js$/, '')
+    const saved = Object.keys(require.cache).filter((k) => k.startsWith(libDir))
+    const kept = Object.fromEntries(saved.map((k) => [k, require.cache[k]]))
+    for (const k of saved) delete require.cache[k]
+    let second
+    try {
+      second = require('../lib/index.js')
+    } finally {
+      for (const k of Object.keys(require.cache)) if (k.startsWith(libDir)) delete require.cache[k]
+      Object.assign(require.cache, kept)
+    }
+    assert.notEqual(second.LockManager, LockManager)
+    const other = await second.LockManager.connect(cluster.urls, { ...TEST_SETTINGS, retryCount: 0 })
+    try {
+      for (let round = 0; round < 20; round++) {
+        const [a, b] = [unique('copy-a'), unique('copy-b')]
+        const [la, lb] = await Promise.all([manager.acquire([a], 5_000), other.acquire([b], 5_000)])
+        assert.deepEqual(la.resources, [a])
+        assert.deepEqual(lb.resources, [b])
+        const [ra, rb] = await Promise.all([la.release(), lb.release()])
+        assert.equal(ra.held, true)
+        assert.equal(rb.held, true)
+      }
+    } finally {
+      await other.close()
+    }
+  })
+
   it('acquire exposes the lock and release deletes it', async () => {
     const r = [unique('a'), unique('b')]
     const before = Date.now()
