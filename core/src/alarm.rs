@@ -64,6 +64,7 @@ impl Alarm {
             alarm: Arc::clone(self),
             at,
             slot: None,
+            waker: None,
         }
     }
 
@@ -135,6 +136,9 @@ pub(crate) struct Deadline {
     alarm: Arc<Alarm>,
     at: Instant,
     slot: Option<usize>,
+    /// The waker registered in the slot, to skip the lock when it has not changed (a round is
+    /// polled once per reply, always by the same task).
+    waker: Option<Waker>,
 }
 
 impl Deadline {
@@ -149,11 +153,15 @@ impl Deadline {
             self.unregister();
             return Poll::Ready(());
         }
+        if self.slot.is_some() && self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            return Poll::Pending;
+        }
+        self.waker = Some(cx.waker().clone());
         let mut st = self.alarm.lock();
         match self.slot {
             Some(i) => {
                 if let Some(slot) = &mut st.slots[i]
-                    && !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker()))
+                    && slot.waker.is_some()
                 {
                     slot.waker = Some(cx.waker().clone());
                 }

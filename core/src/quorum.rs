@@ -118,10 +118,11 @@ const FAIR_GRACE_MIN: Duration = Duration::from_millis(1);
 ///
 /// Every request is polled (so written to its connection's pipeline) before the outcome can be
 /// decided: a rollback issued after this returns is therefore queued behind the request it
-/// undoes on every connection. One timer bounds the round: a node that has not answered
-/// `node_timeout` after the requests were handed to their connections votes `Timeout` (all
-/// requests leave together, so this is each node's own timeout). Replies still outstanding when
-/// the outcome is decided are drained by a background task until that same deadline.
+/// undoes on every connection. One deadline (on the manager's alarm, `alarm.rs`) bounds the
+/// round: a node that has not answered `node_timeout` after the requests were handed to their
+/// connections votes `Timeout` (all requests leave together, so this is each node's own
+/// timeout). Replies still outstanding when the outcome is decided are drained by a background
+/// task until that same deadline.
 pub(crate) async fn run<F, Fut>(
     nodes: &[Arc<Node>],
     tally: Tally,
