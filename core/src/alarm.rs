@@ -236,75 +236,61 @@ mod tests {
         std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
     }
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap()
+    #[tokio::test]
+    async fn each_deadline_fires_at_its_time_whatever_the_order_of_registration() {
+        let alarm = Alarm::new(Handle::current());
+        let t0 = Instant::now();
+        // A late one first, then an earlier one: the task must move its sleep earlier.
+        let late = tokio::spawn({
+            let d = alarm.deadline(t0 + Duration::from_millis(60));
+            async move {
+                d.await;
+                Instant::now()
+            }
+        });
+        tokio::task::yield_now().await;
+        let early = alarm.deadline(t0 + Duration::from_millis(20));
+        early.await;
+        let early_at = Instant::now();
+        let late_at = late.await.unwrap();
+        assert!(
+            early_at >= t0 + Duration::from_millis(20),
+            "{:?}",
+            early_at - t0
+        );
+        assert!(
+            late_at >= t0 + Duration::from_millis(60),
+            "{:?}",
+            late_at - t0
+        );
+        assert!(early_at < late_at);
+        // Nothing registered any more: the task has ended and every slot is free.
+        tokio::task::yield_now().await;
+        let st = alarm.lock();
+        assert!(st.slots.iter().all(Option::is_none));
+        assert_eq!(st.armed, None);
     }
 
-    #[test]
-    fn each_deadline_fires_at_its_time_whatever_the_order_of_registration() {
-        let rt = runtime();
-        rt.block_on(async {
-            let alarm = Alarm::new(Handle::current());
-            let t0 = Instant::now();
-            // A late one first, then an earlier one: the task must move its sleep earlier.
-            let late = tokio::spawn({
-                let d = alarm.deadline(t0 + Duration::from_millis(60));
-                async move {
-                    d.await;
-                    Instant::now()
-                }
-            });
-            tokio::task::yield_now().await;
-            let early = alarm.deadline(t0 + Duration::from_millis(20));
-            early.await;
-            let early_at = Instant::now();
-            let late_at = late.await.unwrap();
-            assert!(
-                early_at >= t0 + Duration::from_millis(20),
-                "{:?}",
-                early_at - t0
-            );
-            assert!(
-                late_at >= t0 + Duration::from_millis(60),
-                "{:?}",
-                late_at - t0
-            );
-            assert!(early_at < late_at);
-            // Nothing registered any more: the task has ended and every slot is free.
-            tokio::task::yield_now().await;
-            let st = alarm.lock();
-            assert!(st.slots.iter().all(Option::is_none));
-            assert_eq!(st.armed, None);
-        });
-    }
-
-    #[test]
-    fn a_later_deadline_does_not_move_the_alarm_and_a_dropped_one_frees_its_slot() {
-        let rt = runtime();
-        rt.block_on(async {
-            let alarm = Alarm::new(Handle::current());
-            let t0 = Instant::now();
-            let first =
-                alarm.timeout_at(t0 + Duration::from_millis(30), std::future::pending::<()>());
-            let mut first = std::pin::pin!(first);
-            assert!(poll_once(first.as_mut()).await.is_pending());
-            assert_eq!(alarm.lock().armed, Some(t0 + Duration::from_millis(30)));
-            // Later: the alarm stays where it is.
-            let mut later = alarm.deadline(t0 + Duration::from_millis(40));
-            assert!(poll_once(Pin::new(&mut later)).await.is_pending());
-            assert_eq!(alarm.lock().armed, Some(t0 + Duration::from_millis(30)));
-            drop(later);
-            assert_eq!(alarm.lock().free.len(), 1);
-            // A completed future wins over its deadline.
-            let done = alarm
-                .timeout_at(t0 + Duration::from_millis(30), async { 7 })
-                .await;
-            assert_eq!(done, Some(7));
-            assert_eq!(first.await, None);
-            assert!(Instant::now() >= t0 + Duration::from_millis(30));
-        });
+    #[tokio::test]
+    async fn a_later_deadline_does_not_move_the_alarm_and_a_dropped_one_frees_its_slot() {
+        let alarm = Alarm::new(Handle::current());
+        let t0 = Instant::now();
+        let first = alarm.timeout_at(t0 + Duration::from_millis(30), std::future::pending::<()>());
+        let mut first = std::pin::pin!(first);
+        assert!(poll_once(first.as_mut()).await.is_pending());
+        assert_eq!(alarm.lock().armed, Some(t0 + Duration::from_millis(30)));
+        // Later: the alarm stays where it is.
+        let mut later = alarm.deadline(t0 + Duration::from_millis(40));
+        assert!(poll_once(Pin::new(&mut later)).await.is_pending());
+        assert_eq!(alarm.lock().armed, Some(t0 + Duration::from_millis(30)));
+        drop(later);
+        assert_eq!(alarm.lock().free.len(), 1);
+        // A completed future wins over its deadline.
+        let done = alarm
+            .timeout_at(t0 + Duration::from_millis(30), async { 7 })
+            .await;
+        assert_eq!(done, Some(7));
+        assert_eq!(first.await, None);
+        assert!(Instant::now() >= t0 + Duration::from_millis(30));
     }
 }

@@ -22,7 +22,7 @@ use napi::bindgen_prelude::{FnArgs, Function, Null, ToNapiValue, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Result, Status, sys};
 
-use crate::error::panicked;
+use crate::error::{panicked, to_napi};
 use crate::lock::NativeLock;
 use crate::runtime::start;
 
@@ -69,23 +69,33 @@ impl Completion {
     ///
     /// # Safety
     /// On `env`'s JS thread, inside a handle scope.
+    /// A value that cannot be converted settles the call with the core's INTERNAL error
+    /// instead, so that its Promise does not stay pending.
     pub unsafe fn into_args(self, env: sys::napi_env) -> Result<[sys::napi_value; 3]> {
         let Completion { id, result } = self;
         // SAFETY: the caller's contract.
         unsafe {
             let id = u32::to_napi_value(env, id)?;
-            Ok(match result {
-                Ok(done) => [
-                    id,
-                    Null::to_napi_value(env, Null)?,
-                    Done::to_napi_value(env, done)?,
-                ],
-                Err(envelope) => [
+            let failed = |envelope: String| -> Result<[sys::napi_value; 3]> {
+                Ok([
                     id,
                     String::to_napi_value(env, envelope)?,
                     <()>::to_napi_value(env, ())?,
-                ],
-            })
+                ])
+            };
+            match result {
+                Ok(done) => match Done::to_napi_value(env, done) {
+                    Ok(value) => Ok([id, Null::to_napi_value(env, Null)?, value]),
+                    Err(e) => failed(
+                        to_napi(ironlock::Error::new(
+                            ironlock::ErrorKind::Internal,
+                            format!("the call's result could not be converted: {}", e.status),
+                        ))
+                        .reason,
+                    ),
+                },
+                Err(envelope) => failed(envelope),
+            }
         }
     }
 }
