@@ -155,7 +155,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, &vote)| NodeReport {
-                    url: format!("redis://127.0.0.1:{}", 7000 + i),
+                    url: format!("redis://127.0.0.1:{}", 7000 + i).into(),
                     vote,
                     error: (vote == Vote::Error).then(|| "connection refused".to_owned()),
                 })

@@ -11,7 +11,7 @@ type Votes = BTreeMap<String, BTreeMap<&'static str, u64>>;
 fn tally(votes: &mut Votes, report: &Report) {
     for n in &report.nodes {
         *votes
-            .entry(n.url.clone())
+            .entry(n.url.to_string())
             .or_default()
             .entry(n.vote.as_str())
             .or_default() += 1;

@@ -2,7 +2,7 @@
 //! and the rollback of a failed or cancelled round.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
@@ -107,8 +107,8 @@ async fn acquire_kind<S: AsRef<str>>(
     validate_resources(resources)?;
     cluster.config.check_ttl("ttl", ttl)?;
     cluster.check_open()?;
-    let resources: Vec<String> = resources.iter().map(|r| r.as_ref().to_owned()).collect();
-    let keys: Vec<String> = resources
+    let resources: Arc<[String]> = resources.iter().map(|r| r.as_ref().to_owned()).collect();
+    let keys: Arc<[String]> = resources
         .iter()
         .map(|r| match kind {
             Kind::Lock => cluster.key(r),
@@ -120,10 +120,10 @@ async fn acquire_kind<S: AsRef<str>>(
         .unwrap_or(cluster.config.fair)
         .then(|| Fair::new(&keys, cluster.config.effective_queue_timeout()));
     let request = Arc::new(AcquireRequest::new(
-        &keys,
+        keys.clone(),
         kind,
         kind.quorum(cluster.nodes.len()),
-        token::new_token()?,
+        token::new_token()?.into(),
         ttl,
         options.fencing,
         fair,
@@ -267,7 +267,7 @@ fn count_failure(cluster: &Cluster, started: Instant, err: Error) -> Error {
 async fn acquire_round(
     cluster: &Arc<Cluster>,
     req: &Arc<AcquireRequest>,
-    resources: &[String],
+    resources: &Arc<[String]>,
     round_no: u32,
 ) -> Result<Lock> {
     let config = &cluster.config;
@@ -335,14 +335,14 @@ async fn acquire_round(
                     Ok(None) => Reply::Yes(0),
                     // Our own key from an earlier round: its expiry is older than this
                     // round's, so it cannot count; the rollback deletes it.
-                    Ok(Some(v)) if v == req.token => Reply::Failed(Failure::Error(
+                    Ok(Some(v)) if *v == *req.token => Reply::Failed(Failure::Error(
                         "holds this lock's key from an earlier round".to_owned(),
                     )),
                     Ok(Some(_)) => Reply::No,
                     Err(f) => Reply::Failed(f),
                 };
             }
-            match node.query::<(i64, i64)>(&req.script).await {
+            match node.query::<(i64, i64)>(req.script()).await {
                 Ok((1, fence)) => Reply::Yes(fence.max(0) as u64),
                 Ok(_) => Reply::No,
                 Err(f) => Reply::Failed(f),
@@ -393,7 +393,7 @@ async fn acquire_round(
                 cluster: cluster.clone(),
                 kind: req.kind,
                 quorum: q,
-                resources: resources.to_vec(),
+                resources: resources.clone(),
                 keys: req.keys.clone(),
                 token: req.token.clone(),
                 fence,
@@ -510,8 +510,8 @@ async fn write_fence(cluster: &Cluster, req: &Arc<AcquireRequest>, f: u64, t1: I
     };
     let cmd = Arc::new(scripts::evalsha(
         script,
-        &req.script_keys,
-        &[req.token.as_str(), f.as_str()],
+        &req.script_keys(),
+        &[&req.token, f.as_str()],
     ));
     quorum::run_flag(&cluster.nodes, req.quorum, t1, cmd).await
 }
@@ -521,14 +521,14 @@ struct AcquireRequest {
     kind: Kind,
     /// [`Kind::quorum`] of the manager's nodes.
     quorum: usize,
-    keys: Vec<String>,
-    /// Lock keys, then (with fencing) their fence counter keys.
-    script_keys: Vec<String>,
-    token: String,
+    /// Shared with the lock it grants (no copy per call).
+    keys: Arc<[String]>,
+    token: Arc<str>,
     ttl: Duration,
     fencing: bool,
-    /// The acquire script (all-or-nothing per node, fence counters).
-    script: redis::Cmd,
+    /// The acquire script (all-or-nothing per node, fence counters), built when a node first
+    /// needs it: a single-key lock on Redis 7+ never does.
+    script: OnceLock<redis::Cmd>,
     /// One key and no fencing: `SET key token NX PX ttl GET`, sent instead of the script to
     /// nodes that take it (Redis 7+).
     set_nx_get: Option<redis::Cmd>,
@@ -538,53 +538,64 @@ struct AcquireRequest {
 
 impl AcquireRequest {
     fn new(
-        keys: &[String],
+        keys: Arc<[String]>,
         kind: Kind,
         quorum: usize,
-        token: String,
+        token: Arc<str>,
         ttl: Duration,
         fencing: bool,
         fair: Option<Fair>,
     ) -> Self {
-        let mut script_keys = keys.to_vec();
-        if fencing {
-            script_keys.extend(keys.iter().map(|k| scripts::fence_key(k)));
-        }
-        let ttl_ms = ttl.as_millis().to_string();
-        let flag = if fencing { "1" } else { "0" };
-        let script = match kind {
-            Kind::Lock => {
-                scripts::evalsha(&scripts::ACQUIRE, &script_keys, &[&token, &ttl_ms, flag])
-            }
-            Kind::Permit { limit } => scripts::evalsha(
-                &scripts::SEM_ACQUIRE,
-                &script_keys,
-                &[&token, &ttl_ms, flag, &limit.to_string()],
-            ),
-        };
         let plain_lock = kind == Kind::Lock && keys.len() == 1 && !fencing && fair.is_none();
         let set_nx_get = plain_lock.then(|| {
             let mut cmd = redis::cmd("SET");
             cmd.arg(&keys[0])
-                .arg(&token)
+                .arg(&*token)
                 .arg("NX")
                 .arg("PX")
-                .arg(&ttl_ms)
+                .arg(ttl.as_millis() as u64)
                 .arg("GET");
             cmd
         });
         AcquireRequest {
             kind,
             quorum,
-            keys: keys.to_vec(),
-            script_keys,
+            keys,
             token,
             ttl,
             fencing,
-            script,
+            script: OnceLock::new(),
             set_nx_get,
             fair,
         }
+    }
+
+    /// The lock keys, then (with fencing) their fence counter keys.
+    fn script_keys(&self) -> Vec<String> {
+        let mut keys = self.keys.to_vec();
+        if self.fencing {
+            keys.extend(self.keys.iter().map(|k| scripts::fence_key(k)));
+        }
+        keys
+    }
+
+    /// The acquire script for this request (see `script`).
+    fn script(&self) -> &redis::Cmd {
+        self.script.get_or_init(|| {
+            let keys = self.script_keys();
+            let ttl_ms = self.ttl.as_millis().to_string();
+            let flag = if self.fencing { "1" } else { "0" };
+            match self.kind {
+                Kind::Lock => {
+                    scripts::evalsha(&scripts::ACQUIRE, &keys, &[&self.token, &ttl_ms, flag])
+                }
+                Kind::Permit { limit } => scripts::evalsha(
+                    &scripts::SEM_ACQUIRE,
+                    &keys,
+                    &[&self.token, &ttl_ms, flag, &limit.to_string()],
+                ),
+            }
+        })
     }
 
     /// Sends a [`QueueOp`] of this request's queue entries to `nodes` and waits for the round.
@@ -830,7 +841,7 @@ impl Fair {
         let clock = unix_micros().to_string();
         let timeout = self.timeout_ms();
         let mut args = vec![
-            req.token.as_str(),
+            &req.token,
             ttl_ms.as_str(),
             timeout.as_str(),
             n.as_str(),

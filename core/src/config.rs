@@ -855,11 +855,17 @@ pub fn validate_resources<S: AsRef<str>>(resources: &[S]) -> Result<()> {
     if resources.is_empty() {
         return Err(Error::invalid("resources: the resource list is empty"));
     }
-    let mut seen = HashSet::with_capacity(resources.len());
+    // A set only for long lists: most calls name one resource, and a few compare faster than
+    // they hash (and allocate nothing).
+    let mut seen = (resources.len() > 8).then(|| HashSet::with_capacity(resources.len()));
     for (i, r) in resources.iter().enumerate() {
         let r = r.as_ref();
         check_name(|| format!("resources[{i}]"), r)?;
-        if !seen.insert(r) {
+        let duplicate = match seen.as_mut() {
+            Some(seen) => !seen.insert(r),
+            None => resources[..i].iter().any(|p| p.as_ref() == r),
+        };
+        if duplicate {
             return Err(Error::invalid(format!(
                 "resources[{i}]: duplicate resource {:?}",
                 cut(r)
@@ -1039,6 +1045,25 @@ mod tests {
     fn drift_follows_the_seeds() {
         let c = Config::new(["redis://127.0.0.1:1"]);
         assert_eq!(c.drift(Duration::from_secs(10)), Duration::from_millis(102));
+    }
+
+    #[test]
+    fn duplicate_resources_are_named_in_short_and_long_lists() {
+        for n in [2usize, 8, 9, 40] {
+            let mut list: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
+            assert!(validate_resources(&list).is_ok(), "n={n}");
+            list[n - 1] = "r0".to_owned();
+            let e = validate_resources(&list).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "n={n}");
+            assert!(
+                e.message()
+                    .contains(&format!("resources[{}]: duplicate resource \"r0\"", n - 1)),
+                "n={n}: {}",
+                e.message()
+            );
+        }
+        assert!(validate_resources(&["a"]).is_ok());
+        assert!(validate_resources::<&str>(&[]).is_err());
     }
 
     #[test]

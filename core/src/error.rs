@@ -1,6 +1,7 @@
 //! One error type for every operation, with the per-node report that explains it.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What went wrong, in the vocabulary every binding maps exactly once (SPEC §5).
@@ -88,8 +89,9 @@ impl fmt::Display for Vote {
 /// One node's part in a round. The URL never contains a password.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeReport {
-    /// The node URL with any password replaced by `***`.
-    pub url: String,
+    /// The node URL with any password replaced by `***` (shared by every report of the node:
+    /// a round allocates no copy of it).
+    pub url: Arc<str>,
     /// The node's vote.
     pub vote: Vote,
     /// The error text when the vote is `Error` or `Timeout` (passwords removed), or why a "yes"

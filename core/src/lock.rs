@@ -87,9 +87,9 @@ pub(crate) struct LockInner {
     pub(crate) kind: Kind,
     /// [`Kind::quorum`] of the manager's nodes.
     pub(crate) quorum: usize,
-    pub(crate) resources: Vec<String>,
-    pub(crate) keys: Vec<String>,
-    pub(crate) token: String,
+    pub(crate) resources: Arc<[String]>,
+    pub(crate) keys: Arc<[String]>,
+    pub(crate) token: Arc<str>,
     pub(crate) fence: Option<u64>,
     pub(crate) state: Mutex<LockState>,
     pub(crate) lost: AtomicBool,

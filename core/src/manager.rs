@@ -212,7 +212,7 @@ impl LockManager {
                 let mut cmd = redis::pipe();
                 cmd.get(&key).pttl(&key);
                 let mut holder = Holder {
-                    url: node.display.clone(),
+                    url: node.display.to_string(),
                     token: None,
                     ttl: None,
                     error: None,

@@ -116,7 +116,7 @@ pub(crate) struct VoteCounters {
 }
 
 pub(crate) struct Node {
-    pub(crate) display: String,
+    pub(crate) display: Arc<str>,
     secret: Option<String>,
     client: redis::Client,
     /// With a TLS server name other than the URL's host: the client connects to the name (so
@@ -256,7 +256,7 @@ impl Node {
         };
         let client = build(info)?;
         Ok(Arc::new(Node {
-            display: spec.display,
+            display: spec.display.into(),
             secret: spec.secret,
             client,
             pinned,
@@ -694,7 +694,7 @@ impl Node {
         let now = Instant::now();
         let info = st.info.clone().unwrap_or_default();
         NodeStatus {
-            url: self.display.clone(),
+            url: self.display.to_string(),
             connected: st.conn.is_some(),
             eligible: st.conn.is_some() && now >= st.eligible_at,
             quarantine_remaining: st.eligible_at.saturating_duration_since(now),

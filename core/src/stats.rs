@@ -46,17 +46,21 @@ impl Event {
         self as usize
     }
 
-    fn metric(self) -> (&'static str, &'static str) {
+    /// Its counter through the `metrics` facade. Literal names and labels: the macro keeps each
+    /// key in a static, so counting allocates nothing (a label given as a variable builds a key,
+    /// with a vector of labels, on every call).
+    fn count_metric(self) -> metrics::Counter {
+        use metrics::counter;
         match self {
-            Event::Granted => ("ironlock_acquires_total", "granted"),
-            Event::Contended => ("ironlock_acquires_total", "contended"),
-            Event::Unavailable => ("ironlock_acquires_total", "unavailable"),
-            Event::Round => ("ironlock_rounds_total", ""),
-            Event::Retry => ("ironlock_retries_total", ""),
-            Event::Extended => ("ironlock_extensions_total", "granted"),
-            Event::ExtendFailed => ("ironlock_extensions_total", "failed"),
-            Event::Released => ("ironlock_releases_total", ""),
-            Event::Lost => ("ironlock_locks_lost_total", ""),
+            Event::Granted => counter!("ironlock_acquires_total", "outcome" => "granted"),
+            Event::Contended => counter!("ironlock_acquires_total", "outcome" => "contended"),
+            Event::Unavailable => counter!("ironlock_acquires_total", "outcome" => "unavailable"),
+            Event::Round => counter!("ironlock_rounds_total"),
+            Event::Retry => counter!("ironlock_retries_total"),
+            Event::Extended => counter!("ironlock_extensions_total", "outcome" => "granted"),
+            Event::ExtendFailed => counter!("ironlock_extensions_total", "outcome" => "failed"),
+            Event::Released => counter!("ironlock_releases_total"),
+            Event::Lost => counter!("ironlock_locks_lost_total"),
         }
     }
 }
@@ -124,10 +128,7 @@ impl Recorder {
     /// Counts one `event`, here and through the `metrics` facade.
     pub(crate) fn note(&self, event: Event) {
         self.events[event.index()].fetch_add(1, Ordering::Relaxed);
-        match event.metric() {
-            (name, "") => metrics::counter!(name).increment(1),
-            (name, outcome) => metrics::counter!(name, "outcome" => outcome).increment(1),
-        }
+        event.count_metric().increment(1);
     }
 
     /// Records how long one acquire call took, from the call to its grant or failure.
@@ -383,6 +384,112 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// Counts what reaches the `metrics` facade, by key (`name{label=value}`).
+    #[derive(Default)]
+    struct Counting(Mutex<Vec<(String, Arc<std::sync::atomic::AtomicU64>)>>);
+
+    impl metrics::Recorder for Counting {
+        fn describe_counter(
+            &self,
+            _: metrics::KeyName,
+            _: Option<metrics::Unit>,
+            _: metrics::SharedString,
+        ) {
+        }
+        fn describe_gauge(
+            &self,
+            _: metrics::KeyName,
+            _: Option<metrics::Unit>,
+            _: metrics::SharedString,
+        ) {
+        }
+        fn describe_histogram(
+            &self,
+            _: metrics::KeyName,
+            _: Option<metrics::Unit>,
+            _: metrics::SharedString,
+        ) {
+        }
+        fn register_counter(
+            &self,
+            key: &metrics::Key,
+            _: &metrics::Metadata<'_>,
+        ) -> metrics::Counter {
+            let labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            let mut all = self.0.lock().unwrap();
+            let cell = match all.iter().find(|(n, _)| *n == name) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    let c = Arc::new(std::sync::atomic::AtomicU64::new(0));
+                    all.push((name, c.clone()));
+                    c
+                }
+            };
+            metrics::Counter::from_arc(cell)
+        }
+        fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+            metrics::Gauge::noop()
+        }
+        fn register_histogram(
+            &self,
+            _: &metrics::Key,
+            _: &metrics::Metadata<'_>,
+        ) -> metrics::Histogram {
+            metrics::Histogram::noop()
+        }
+    }
+
+    #[test]
+    fn each_event_is_counted_under_its_metric_name_and_outcome() {
+        let sink = Counting::default();
+        let r = Recorder::new();
+        metrics::with_local_recorder(&sink, || {
+            for (event, times) in [
+                (Event::Granted, 3),
+                (Event::Contended, 1),
+                (Event::Unavailable, 2),
+                (Event::Round, 5),
+                (Event::Retry, 4),
+                (Event::Extended, 6),
+                (Event::ExtendFailed, 1),
+                (Event::Released, 2),
+                (Event::Lost, 1),
+            ] {
+                for _ in 0..times {
+                    r.note(event);
+                }
+            }
+        });
+        let mut seen: Vec<(String, u64)> = sink
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(n, c)| (n.clone(), c.load(Ordering::Relaxed)))
+            .collect();
+        seen.sort();
+        let expect = [
+            ("ironlock_acquires_total{outcome=contended}", 1),
+            ("ironlock_acquires_total{outcome=granted}", 3),
+            ("ironlock_acquires_total{outcome=unavailable}", 2),
+            ("ironlock_extensions_total{outcome=failed}", 1),
+            ("ironlock_extensions_total{outcome=granted}", 6),
+            ("ironlock_locks_lost_total{}", 1),
+            ("ironlock_releases_total{}", 2),
+            ("ironlock_retries_total{}", 4),
+            ("ironlock_rounds_total{}", 5),
+        ];
+        let expect: Vec<(String, u64)> = expect.iter().map(|(n, c)| (n.to_string(), *c)).collect();
+        assert_eq!(seen, expect);
+        assert_eq!(r.get(Event::Granted), 3);
+        assert_eq!(r.get(Event::Round), 5);
+    }
 
     #[test]
     fn a_histogram_puts_each_duration_in_its_bucket_and_sums_them() {

@@ -36,7 +36,7 @@ pub(crate) fn report_list<'py>(py: Python<'py>, report: &Report) -> PyResult<Bou
     let items = report
         .nodes
         .iter()
-        .map(|n| cls.call1((n.url.as_str(), n.vote.as_str(), n.error.as_deref())))
+        .map(|n| cls.call1((&*n.url, n.vote.as_str(), n.error.as_deref())))
         .collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, items)
 }
