@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 
 /// A distributed flock(1): run a command while holding a Redlock lock on N Redis masters.
@@ -20,7 +21,7 @@ pub struct Cli {
 pub struct Global {
     /// A Redis node URL; repeat for every node (default: $IRONLOCK_NODES, a comma-separated
     /// list, else $REDIS_URL, else redis://127.0.0.1:6379)
-    #[arg(long = "node", value_name = "URL", global = true)]
+    #[arg(long = "node", value_name = "URL", global = true, value_parser = text())]
     pub nodes: Vec<String>,
 
     /// Read node URLs from FILE, one per line (blank lines and # comments skipped); keeps
@@ -42,11 +43,11 @@ pub struct Global {
 
     /// The name the nodes' certificates must hold when the node URLs name them otherwise (an IP
     /// address); also sent as the TLS server name. Verification stays on
-    #[arg(long, value_name = "NAME", global = true, env = "IRONLOCK_SNI")]
+    #[arg(long, value_name = "NAME", global = true, env = "IRONLOCK_SNI", value_parser = text())]
     pub sni: Option<String>,
 
     /// Prefix prepended to the resource name to form the Redis key
-    #[arg(long, value_name = "PREFIX", global = true, default_value = "")]
+    #[arg(long, value_name = "PREFIX", global = true, default_value = "", value_parser = text())]
     pub key_prefix: String,
 
     /// Longest ttl allowed, and how long a restarted node stays out of the quorum
@@ -93,6 +94,7 @@ pub enum Command {
     /// Show who holds RESOURCE on each node and for how long
     Status {
         /// The resource name
+        #[arg(value_parser = text())]
         resource: String,
         /// Print Prometheus text instead: the resource's holder, every node's state and the
         /// counters of this check (for node_exporter's textfile collector or a scrape script)
@@ -102,9 +104,10 @@ pub enum Command {
     /// Release RESOURCE where it still holds TOKEN (e.g. a lock left by a killed process)
     Release {
         /// The resource name
+        #[arg(value_parser = text())]
         resource: String,
         /// The lock's token (the IRONLOCK_TOKEN its command saw)
-        #[arg(long, value_name = "T")]
+        #[arg(long, value_name = "T", value_parser = text())]
         token: String,
     },
     /// Connect to every node and show version, uptime, quorum eligibility and latency
@@ -164,10 +167,11 @@ pub struct RunArgs {
     pub kill_grace: f64,
 
     /// Run this command with /bin/sh -c
-    #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command")]
+    #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command", value_parser = text())]
     pub shell: Option<String>,
 
     /// The resource to lock
+    #[arg(value_parser = text())]
     pub resource: String,
 
     /// The command and its arguments (as with flock, `--` before them is optional; everything
@@ -179,6 +183,15 @@ pub struct RunArgs {
         required_unless_present = "shell"
     )]
     pub command: Vec<OsString>,
+}
+
+/// The parser of every text argument (resource names, tokens, the key prefix, node URLs, the
+/// TLS name, a shell command): a value that is not UTF-8 is refused with the argument's name
+/// ("invalid value 'job�' for '<RESOURCE>': not valid UTF-8") instead of clap's "invalid
+/// UTF-8 was detected in one or more arguments", which names none.
+fn text() -> impl TypedValueParser<Value = String> {
+    clap::builder::OsStringValueParser::new()
+        .try_map(|value: OsString| value.into_string().map_err(|_| "not valid UTF-8"))
 }
 
 /// The node URLs of a `--node-file`: one per line, blank lines and `#` comments skipped. Refused,

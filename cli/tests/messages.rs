@@ -129,3 +129,57 @@ fn slots_admit_at_most_k_commands() {
     );
     assert_eq!(code(&out), 64, "{}", stderr(&out));
 }
+
+#[test]
+fn a_text_argument_that_is_not_utf8_is_refused_by_its_name() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let bad = OsStr::from_bytes(b"job\xff");
+    let cases: [(Vec<&OsStr>, &str); 6] = [
+        (
+            vec!["run".as_ref(), bad, "--".as_ref(), "true".as_ref()],
+            "'<RESOURCE>'",
+        ),
+        (vec!["status".as_ref(), bad], "'<RESOURCE>'"),
+        (
+            vec!["release".as_ref(), "job".as_ref(), "--token".as_ref(), bad],
+            "'--token <T>'",
+        ),
+        (
+            vec![
+                "--key-prefix".as_ref(),
+                bad,
+                "status".as_ref(),
+                "job".as_ref(),
+            ],
+            "'--key-prefix <PREFIX>'",
+        ),
+        (
+            vec!["--node".as_ref(), bad, "check".as_ref()],
+            "'--node <URL>'",
+        ),
+        (
+            vec!["run".as_ref(), "job".as_ref(), "-c".as_ref(), bad],
+            "'-c <SHELL COMMAND>'",
+        ),
+    ];
+    for (args, name) in cases {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ironlock"));
+        cmd.env_remove("IRONLOCK_NODES")
+            .env_remove("REDIS_URL")
+            .args(&args);
+        let out = run(&mut cmd, LIMIT);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 64, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "invalid value 'job\u{FFFD}' for {name}: not valid UTF-8"
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !err.contains("invalid UTF-8 was detected"),
+            "{args:?}: {err}"
+        );
+    }
+}
