@@ -21,7 +21,7 @@ pub struct Cli {
 pub struct Global {
     /// A Redis node URL; repeat for every node (default: $IRONLOCK_NODES, a comma-separated
     /// list, else $REDIS_URL, else redis://127.0.0.1:6379)
-    #[arg(long = "node", value_name = "URL", global = true, value_parser = text())]
+    #[arg(long = "node", value_name = "URL", global = true, value_parser = Text)]
     pub nodes: Vec<String>,
 
     /// Read node URLs from FILE, one per line (blank lines and # comments skipped); keeps
@@ -43,11 +43,11 @@ pub struct Global {
 
     /// The name the nodes' certificates must hold when the node URLs name them otherwise (an IP
     /// address); also sent as the TLS server name. Verification stays on
-    #[arg(long, value_name = "NAME", global = true, env = "IRONLOCK_SNI", value_parser = text())]
+    #[arg(long, value_name = "NAME", global = true, env = "IRONLOCK_SNI", value_parser = Text)]
     pub sni: Option<String>,
 
     /// Prefix prepended to the resource name to form the Redis key
-    #[arg(long, value_name = "PREFIX", global = true, default_value = "", value_parser = text())]
+    #[arg(long, value_name = "PREFIX", global = true, default_value = "", value_parser = Text)]
     pub key_prefix: String,
 
     /// Longest ttl allowed, and how long a restarted node stays out of the quorum
@@ -94,7 +94,7 @@ pub enum Command {
     /// Show who holds RESOURCE on each node and for how long
     Status {
         /// The resource name
-        #[arg(value_parser = text())]
+        #[arg(value_parser = Text)]
         resource: String,
         /// Print Prometheus text instead: the resource's holder, every node's state and the
         /// counters of this check (for node_exporter's textfile collector or a scrape script)
@@ -104,10 +104,10 @@ pub enum Command {
     /// Release RESOURCE where it still holds TOKEN (e.g. a lock left by a killed process)
     Release {
         /// The resource name
-        #[arg(value_parser = text())]
+        #[arg(value_parser = Text)]
         resource: String,
         /// The lock's token (the IRONLOCK_TOKEN its command saw)
-        #[arg(long, value_name = "T", value_parser = text())]
+        #[arg(long, value_name = "T", value_parser = Text)]
         token: String,
     },
     /// Connect to every node and show version, uptime, quorum eligibility and latency
@@ -167,11 +167,11 @@ pub struct RunArgs {
     pub kill_grace: f64,
 
     /// Run this command with /bin/sh -c
-    #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command", value_parser = text())]
+    #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command", value_parser = Text)]
     pub shell: Option<String>,
 
     /// The resource to lock
-    #[arg(value_parser = text())]
+    #[arg(value_parser = Text)]
     pub resource: String,
 
     /// The command and its arguments (as with flock, `--` before them is optional; everything
@@ -187,11 +187,32 @@ pub struct RunArgs {
 
 /// The parser of every text argument (resource names, tokens, the key prefix, node URLs, the
 /// TLS name, a shell command): a value that is not UTF-8 is refused with the argument's name
-/// ("invalid value 'job�' for '<RESOURCE>': not valid UTF-8") instead of clap's "invalid
-/// UTF-8 was detected in one or more arguments", which names none.
-fn text() -> impl TypedValueParser<Value = String> {
-    clap::builder::OsStringValueParser::new()
-        .try_map(|value: OsString| value.into_string().map_err(|_| "not valid UTF-8"))
+/// ("'<RESOURCE>' is not valid UTF-8") instead of clap's "invalid UTF-8 was detected in one or
+/// more arguments", which names none. The value itself is not shown: a node URL holds its
+/// password.
+#[derive(Clone)]
+struct Text;
+
+impl TypedValueParser for Text {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        value.to_str().map(str::to_owned).ok_or_else(|| {
+            let name = arg.map_or_else(|| "an argument".to_owned(), |a| format!("'{a}'"));
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidUtf8,
+                format!(
+                    "{name} is not valid UTF-8 (the value is not shown: it may hold a password)\n"
+                ),
+            )
+            .with_cmd(cmd)
+        })
+    }
 }
 
 /// The node URLs of a `--node-file`: one per line, blank lines and `#` comments skipped. Refused,
