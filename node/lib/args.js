@@ -15,29 +15,35 @@ function stringArray(name, v) {
   if (!Array.isArray(v)) {
     throw invalid(`${name}: expected an array of strings, got ${describe(v)}`)
   }
-  v.forEach((s, i) => {
-    if (typeof s !== 'string') throw invalid(`${name}[${i}]: expected a string, got ${describe(s)}`)
-  })
+  for (let i = 0; i < v.length; i++) {
+    if (typeof v[i] !== 'string') throw invalid(`${name}[${i}]: expected a string, got ${describe(v[i])}`)
+  }
   return v
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
+/** Whether `s` holds a lone surrogate (then it has no UTF-8 form). */
+const illFormed =
+  typeof String.prototype.isWellFormed === 'function'
+    ? (s) => !s.isWellFormed()
+    : (s) => LONE_SURROGATE.test(s)
+
 /** Resource names: strings that are well-formed Unicode (they become UTF-8 Redis keys). */
 function resources(name, v) {
   stringArray(name, v)
-  v.forEach((s, i) => {
-    if (LONE_SURROGATE.test(s)) {
+  for (let i = 0; i < v.length; i++) {
+    if (illFormed(v[i])) {
       throw invalid(`${name}[${i}]: not valid Unicode (lone surrogate), cannot be UTF-8`)
     }
-  })
+  }
   return v
 }
 
 /** One resource name (a semaphore's): a string of well-formed Unicode. */
 function resource(name, v) {
   if (typeof v !== 'string') throw invalid(`${name}: expected a string, got ${describe(v)}`)
-  if (LONE_SURROGATE.test(v)) throw invalid(`${name}: not valid Unicode (lone surrogate), cannot be UTF-8`)
+  if (illFormed(v)) throw invalid(`${name}: not valid Unicode (lone surrogate), cannot be UTF-8`)
   return v
 }
 

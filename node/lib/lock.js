@@ -10,10 +10,8 @@ const args = require('./args.js')
 const { start } = require('./calls.js')
 
 const { LockLostError, fromNative } = errors
-const kNative = Symbol('ironlock.native')
-// `{manager, nodes, observe}` per lock, in a WeakMap: the node objects may carry passwords and
-// `util.inspect(…, { showHidden: true })` prints symbol properties.
-const CONTEXT = new WeakMap()
+// A lock's native lock, for `runUsing` (set by the class's static block).
+let nativeOf
 
 /** The core's report of a native lock's last operation: `{elapsed_ms, rounds, nodes}`. */
 function coreReport(n) {
@@ -23,38 +21,55 @@ function coreReport(n) {
 /**
  * `release()`'s and `finish()`'s result: `held`, `deletedOn`, and the release round's `report`,
  * `elapsed`, `rounds` and (node-redlock's) `attempts`, parsed from the core's JSON when first read.
+ * A class rather than an object literal with getters: V8 defines a literal's accessors one by
+ * one for every object, the prototype's once.
  */
-function released(r, voters) {
-  const json = r[2]
-  let parsed
-  const core = () => {
-    if (parsed === undefined) parsed = JSON.parse(json)
-    return parsed
+class Released {
+  #json
+  #parsed
+  #report
+  #attempts
+  #voters
+
+  constructor(r, voters) {
+    this.held = r[0]
+    this.deletedOn = r[1]
+    this.#json = r[2]
+    this.#voters = voters
   }
-  let report
-  let attempts
-  return {
-    held: r[0],
-    deletedOn: r[1],
-    get report() {
-      if (report === undefined) report = errors.normalizeReport(core())
-      return report
-    },
-    set report(v) {
-      report = v
-    },
-    get elapsed() {
-      return core().elapsed_ms
-    },
-    get rounds() {
-      return core().rounds
-    },
-    get attempts() {
-      if (attempts === undefined) {
-        attempts = errors.attemptsOf({ report: this.report, rounds: this.rounds }, voters)
-      }
-      return attempts
-    },
+
+  #core() {
+    if (this.#parsed === undefined) this.#parsed = JSON.parse(this.#json)
+    return this.#parsed
+  }
+
+  get report() {
+    if (this.#report === undefined) this.#report = errors.normalizeReport(this.#core())
+    return this.#report
+  }
+
+  set report(v) {
+    this.#report = v
+  }
+
+  get elapsed() {
+    return this.#core().elapsed_ms
+  }
+
+  get rounds() {
+    return this.#core().rounds
+  }
+
+  get attempts() {
+    if (this.#attempts === undefined) {
+      this.#attempts = errors.attemptsOf({ report: this.report, rounds: this.rounds }, this.#voters)
+    }
+    return this.#attempts
+  }
+
+  toJSON() {
+    const { held, deletedOn, report, elapsed, rounds, attempts } = this
+    return { held, deletedOn, report, elapsed, rounds, attempts }
   }
 }
 
@@ -68,84 +83,95 @@ class Lock {
     if (!(nativeLock instanceof native.NativeLock)) {
       throw errors.invalid('Lock: locks are created by LockManager.acquire')
     }
-    Object.defineProperty(this, kNative, { value: nativeLock })
-    CONTEXT.set(this, context ?? {})
+    this.#native = nativeLock
+    this.#context = context ?? {}
+  }
+
+  // Private fields: `util.inspect(…, { showHidden: true })` does not print them (the context's
+  // node objects may carry passwords), and they cost less per lock than a WeakMap entry.
+  #native
+  /** `{manager, nodes, observe, voters}` (see the constructor). */
+  #context
+
+  static {
+    nativeOf = (lock) => lock.#native
   }
 
   /** The manager that granted this lock (node-redlock's `lock.redlock`). */
   get manager() {
-    return CONTEXT.get(this).manager
+    return this.#context.manager
   }
 
   /** node-redlock's name for `manager`. */
   get redlock() {
-    return CONTEXT.get(this).manager
+    return this.#context.manager
   }
 
   /** The resource names, as given. */
   get resources() {
-    return this[kNative].resources
+    return this.#native.resources
   }
 
   /** The random token stored under every key. */
   get value() {
-    return this[kNative].value
+    return this.#native.value
   }
 
   /** End of validity in epoch milliseconds (as node-redlock); use validityMs for decisions. */
   get expiration() {
-    return this[kNative].expiration
+    return this.#native.expiration
   }
 
   /** Remaining validity in milliseconds, from the monotonic clock. */
   get validityMs() {
-    return this[kNative].validityMs
+    return this.#native.validityMs
   }
 
   /** The fencing token (bigint) when acquired with `fencing: true`, else null. */
   get fence() {
-    return this[kNative].fence ?? null
+    return this.#native.fence ?? null
   }
 
   /** Per-node report `[{url, vote, error}]` of the last operation on this lock. */
   get report() {
-    return errors.normalizeReport(coreReport(this[kNative]))
+    return errors.normalizeReport(coreReport(this.#native))
   }
 
   /** Milliseconds the last operation's (last) round took. */
   get elapsed() {
-    return coreReport(this[kNative]).elapsed_ms
+    return coreReport(this.#native).elapsed_ms
   }
 
   /** Rounds the last operation ran (the acquire's retries + 1; 1 after an extend). */
   get rounds() {
-    return coreReport(this[kNative]).rounds
+    return coreReport(this.#native).rounds
   }
 
   /** node-redlock's `attempts` of the last operation (the acquire, or the last extend). */
   get attempts() {
-    const core = coreReport(this[kNative])
+    const core = coreReport(this.#native)
     const report = errors.normalizeReport(core)
     return errors.attemptsOf({ report, rounds: core.rounds }, this.#voters())
   }
 
   /** True while neither lost nor released and validity remains. */
   isValid() {
-    return this[kNative].isValid()
+    return this.#native.isValid()
   }
 
   /** True once the lock is known lost. */
   isLost() {
-    return this[kNative].isLost()
+    return this.#native.isLost()
   }
 
   #voters() {
-    return { nodes: CONTEXT.get(this).nodes, resources: this[kNative].resources.length }
+    const c = this.#context
+    return c.voters ?? { nodes: c.nodes, resources: this.#native.resources.length }
   }
 
   #fail() {
     const voters = this.#voters()
-    const observe = CONTEXT.get(this).observe
+    const observe = this.#context.observe
     return (e) => {
       const err = fromNative(e, voters)
       observe?.(err.report, voters)
@@ -154,7 +180,7 @@ class Lock {
   }
 
   #ok(map) {
-    const observe = CONTEXT.get(this).observe
+    const observe = this.#context.observe
     if (!observe) return map
     const voters = this.#voters()
     return (v) => {
@@ -167,7 +193,7 @@ class Lock {
   /** Extends the lock to `durationMs` from now; resolves to this lock. */
   async extend(durationMs) {
     args.number('durationMs', durationMs)
-    const n = this[kNative]
+    const n = this.#native
     await start(
       (id) => n.extend(id, durationMs),
       this.#ok(() => this),
@@ -180,8 +206,8 @@ class Lock {
   release() {
     const voters = this.#voters()
     return start(
-      (id) => this[kNative].release(id),
-      this.#ok((r) => released(r, voters)),
+      (id) => this.#native.release(id),
+      this.#ok((r) => new Released(r, voters)),
       this.#fail(),
     )
   }
@@ -195,8 +221,8 @@ class Lock {
   finish() {
     const voters = this.#voters()
     return start(
-      (id) => this[kNative].finish(id),
-      this.#ok((r) => released(r, voters)),
+      (id) => this.#native.finish(id),
+      this.#ok((r) => new Released(r, voters)),
       this.#fail(),
     )
   }
@@ -207,7 +233,7 @@ class Lock {
    * lost; on loss the core releases it at once and `isLost()` turns true.
    */
   keepAlive() {
-    const n = this[kNative]
+    const n = this.#native
     n.keepAlive()
     return { stop: () => n.stopKeepAlive() }
   }
@@ -218,7 +244,7 @@ class Lock {
 
   /** `util.inspect`: resources, validity left, fence and lost; the token only as a prefix. */
   [inspect.custom](depth, options, show = inspect) {
-    const n = this[kNative]
+    const n = this.#native
     const shown = {
       resources: n.resources,
       validityMs: n.validityMs,
@@ -251,7 +277,7 @@ function lostWhileRunning(n) {
  * also has node-redlock's `signal.error`: the abort reason once aborted, else undefined.
  */
 async function runUsing(lock, routine, userSignal, abortReason) {
-  const n = lock[kNative]
+  const n = nativeOf(lock)
   const controller = new AbortController()
   const signal = controller.signal
   Object.defineProperty(signal, 'error', {

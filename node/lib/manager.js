@@ -35,25 +35,25 @@ const internal = {
   observe: Symbol('ironlock.observe'),
 }
 
-/** The Lock of a granted native lock, with what `attempts` and `observe` need. */
-function lockOf(manager, n) {
-  const state = STATE.get(manager)
-  return new Lock(n, { manager, nodes: state.nodes, observe: manager[internal.observe] })
-}
-
-/** The acquire of `manager` through native manager `n` (the manager's own, or a Redlock variant). */
+/**
+ * The acquire of `manager` through native manager `n` (the manager's own, or a Redlock variant).
+ * `options`: the checked acquire options; an empty object is passed on as none (the native layer
+ * then reads no property).
+ */
 function acquire(manager, n, resources, durationMs, options, signal, limit) {
   const state = STATE.get(manager)
   const voters = { nodes: state.nodes, resources: resources.length }
   const observe = manager[internal.observe]
+  if (options !== undefined && isEmpty(options)) options = undefined
   const fail = (e) => {
     const err = fromNative(e, voters)
     observe?.(err.report, voters)
     return err
   }
   const ok = (v) => {
-    const lock = lockOf(manager, v)
-    observe?.(lock.report, voters)
+    // What `attempts` and `observe` need: the caller's node objects and the voters.
+    const lock = new Lock(v, { manager, nodes: state.nodes, observe, voters })
+    if (observe) observe(lock.report, voters)
     return lock
   }
   // With `limit`: one permit of the counting semaphore `resources[0]`.
@@ -79,6 +79,11 @@ function acquire(manager, n, resources, durationMs, options, signal, limit) {
       return fail(envelope)
     },
   )
+}
+
+function isEmpty(o) {
+  for (const _ in o) return false
+  return true
 }
 
 /** A counting semaphore of a manager (`manager.semaphore(resource, limit)`). */

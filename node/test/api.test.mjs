@@ -116,6 +116,14 @@ describe('three nodes', () => {
     assert.equal(released.held, true)
     // At least a quorum; the slowest node's delete may still be in flight.
     assert.ok(released.deletedOn >= 2 && released.deletedOn <= 3, `${released.deletedOn}`)
+    // JSON carries every field, the report's too (read from the core's JSON on demand).
+    const json = JSON.parse(JSON.stringify(released))
+    assert.deepEqual(Object.keys(json).sort(), ['attempts', 'deletedOn', 'elapsed', 'held', 'report', 'rounds'])
+    assert.equal(json.rounds, 1)
+    assert.equal(json.report.length, 3)
+    assert.ok(json.report.filter((n) => n.vote === 'for').length >= 2, JSON.stringify(json.report))
+    assert.equal(json.attempts.length, 1)
+    assert.ok(typeof json.elapsed === 'number' && json.elapsed >= 0)
     assert.equal(lock.isValid(), false)
     assert.equal(lock.validityMs, 0)
     assert.deepEqual(await goneOnAll(cluster, r[0]), [0, 0, 0])
