@@ -46,14 +46,14 @@ export declare class NativeLock {
   extend(id: number, ttlMs: number): void
   /**
    * Deletes the keys that still hold this lock's token and settles `id` with
-   * `[held, deletedOn, reportJson]`; never fails for a lost lock.
+   * `deletedOn * 2 + held` and the report JSON; never fails for a lost lock.
    */
   release(id: number): void
   /**
    * Ends a critical section with the core's loss rule (`Lock::finish`): releases, then
-   * settles `id` with `[held, deletedOn, reportJson]` when the lock was held to the end, or
-   * with LOST (carrying the release's report) when it was lost, ran out of validity, or the
-   * release found its token on fewer than a quorum.
+   * settles `id` as `release` does when the lock was held to the end, or with LOST (carrying
+   * the release's report) when it was lost, ran out of validity, or the release found its
+   * token on fewer than a quorum.
    */
   finish(id: number): void
   /**
@@ -79,9 +79,9 @@ export declare class NativeManager {
   /**
    * Validates `nodes` and `settings` (throwing INVALID_ARGUMENT or CONNECTION at once) and
    * starts connecting to every node without blocking the event loop. `complete(id, error,
-   * value)` settles the calls that take an `id` (see `complete.rs`).
+   * value, report)` settles the calls that take an `id` (see `complete.rs`).
    */
-  constructor(nodes: Array<string>, settings: Record<string, unknown> | undefined | null, complete: (id: number, error: string | null, value: unknown) => void)
+  constructor(nodes: Array<string>, settings: Record<string, unknown> | undefined | null, complete: (id: number, error: string | null, value: unknown, report: string | undefined) => void)
   /**
    * Acquires `resources` for `ttl_ms` and settles `id` with a `NativeLock`, or with CONTENDED
    * / UNAVAILABLE / … or, when `cancel` fires first, ABORTED (any key already set is released

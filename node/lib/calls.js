@@ -26,8 +26,11 @@ process.on('beforeExit', () => {
   )
 })
 
-/** Called by the native layer on the JS thread: `error` is an encoded envelope or null. */
-function complete(id, error, value) {
+/**
+ * Called by the native layer on the JS thread: `error` is an encoded envelope or null; `report`
+ * is a release's report JSON (its `value` is `deletedOn * 2 + held`), else undefined.
+ */
+function complete(id, error, value, report) {
   undrained = true
   const p = pending.get(id)
   if (p === undefined) return
@@ -38,7 +41,7 @@ function complete(id, error, value) {
     return
   }
   try {
-    p.resolve(p.ok(value))
+    p.resolve(p.ok(value, report))
   } catch (e) {
     p.reject(e)
   }
@@ -46,7 +49,7 @@ function complete(id, error, value) {
 
 /**
  * Starts `begin(id)` (a native call that settles `id` through `complete`) and returns its
- * Promise: fulfilled with `ok(value)`, rejected with `fail(envelope)` — or with `fail(error)`
+ * Promise: fulfilled with `ok(value, report)`, rejected with `fail(envelope)` — or with `fail(error)`
  * when `begin` throws at once (bad arguments).
  */
 function start(begin, ok, fail) {

@@ -31,10 +31,11 @@ class Released {
   #attempts
   #voters
 
-  constructor(r, voters) {
-    this.held = r[0]
-    this.deletedOn = r[1]
-    this.#json = r[2]
+  /** `bits`: `deletedOn * 2 + held`; `json`: the core's report of the release round. */
+  constructor(bits, json, voters) {
+    this.held = bits % 2 === 1
+    this.deletedOn = Math.floor(bits / 2)
+    this.#json = json
     this.#voters = voters
   }
 
@@ -183,8 +184,8 @@ class Lock {
     const observe = this.#context.observe
     if (!observe) return map
     const voters = this.#voters()
-    return (v) => {
-      const out = map(v)
+    return (v, report) => {
+      const out = map(v, report)
       observe(out.report, voters)
       return out
     }
@@ -207,7 +208,7 @@ class Lock {
     const voters = this.#voters()
     return start(
       (id) => this.#native.release(id),
-      this.#ok((r) => new Released(r, voters)),
+      this.#ok((bits, json) => new Released(bits, json, voters)),
       this.#fail(),
     )
   }
@@ -222,7 +223,7 @@ class Lock {
     const voters = this.#voters()
     return start(
       (id) => this.#native.finish(id),
-      this.#ok((r) => new Released(r, voters)),
+      this.#ok((bits, json) => new Released(bits, json, voters)),
       this.#fail(),
     )
   }

@@ -5,7 +5,7 @@
 //! and closes it after settling; for a lock+unlock cycle that is two handles opened and closed.
 //! Here the JS layer keeps the Promise: it passes a numeric id, the task runs on the addon's
 //! runtime (started by `runtime::start`, usually on the JS thread itself), and its outcome goes
-//! to the JS function `complete(id, error, value)` on the JS thread. When the task finished in a
+//! to the JS function `complete(id, error, value, report)` on the JS thread. When the task finished in a
 //! drive that the environment's own event loop ran (`uv.rs`: the usual case, a reply read on the
 //! JS thread), the poll callback calls `complete` directly as it returns, for every call that
 //! finished in that drive, in one callback scope. Otherwise (the runtime's thread finished it
@@ -30,8 +30,8 @@ use crate::runtime::start;
 pub enum Done {
     /// `acquire`: a `NativeLock` instance.
     Lock(NativeLock),
-    /// `release` and `finish`: `[held, deletedOn, reportJson]` (`reportJson` as
-    /// `ironlock::Report::to_json`).
+    /// `release` and `finish`: `deletedOn * 2 + held` as the value (a number: no array to
+    /// build), and `reportJson` (`ironlock::Report::to_json`) as `complete`'s fourth argument.
     Released {
         held: bool,
         deleted_on: u32,
@@ -41,18 +41,39 @@ pub enum Done {
     Unit,
 }
 
-impl ToNapiValue for Done {
+impl Done {
+    /// The value passed to `complete`, and its fourth argument (a release's report JSON).
+    fn split(self) -> (Value, Option<String>) {
+        match self {
+            Done::Lock(lock) => (Value::Lock(lock), None),
+            Done::Released {
+                held,
+                deleted_on,
+                report,
+            } => (
+                Value::Number(f64::from(deleted_on) * 2.0 + f64::from(u8::from(held))),
+                Some(report),
+            ),
+            Done::Unit => (Value::Unit, None),
+        }
+    }
+}
+
+/// `complete`'s third argument.
+pub enum Value {
+    Lock(NativeLock),
+    Number(f64),
+    Unit,
+}
+
+impl ToNapiValue for Value {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
         // SAFETY: called by napi on the JS thread with a live `env`, as the trait requires.
         unsafe {
             match val {
-                Done::Lock(lock) => NativeLock::to_napi_value(env, lock),
-                Done::Released {
-                    held,
-                    deleted_on,
-                    report,
-                } => <(bool, u32, String)>::to_napi_value(env, (held, deleted_on, report)),
-                Done::Unit => <()>::to_napi_value(env, ()),
+                Value::Lock(lock) => NativeLock::to_napi_value(env, lock),
+                Value::Number(n) => f64::to_napi_value(env, n),
+                Value::Unit => <()>::to_napi_value(env, ()),
             }
         }
     }
@@ -65,43 +86,58 @@ pub struct Completion {
 }
 
 impl Completion {
-    /// The JS arguments `(id, error, value)` of `complete` (`error` null or `value` undefined).
+    /// The JS arguments `(id, error, value, report)` of `complete` (`error` null or `value`
+    /// undefined; `report` a release's report JSON, else undefined).
     ///
     /// # Safety
     /// On `env`'s JS thread, inside a handle scope.
     /// A value that cannot be converted settles the call with the core's INTERNAL error
     /// instead, so that its Promise does not stay pending.
-    pub unsafe fn into_args(self, env: sys::napi_env) -> Result<[sys::napi_value; 3]> {
+    pub unsafe fn into_args(self, env: sys::napi_env) -> Result<[sys::napi_value; 4]> {
         let Completion { id, result } = self;
         // SAFETY: the caller's contract.
         unsafe {
             let id = u32::to_napi_value(env, id)?;
-            let failed = |envelope: String| -> Result<[sys::napi_value; 3]> {
+            let undefined = <()>::to_napi_value(env, ())?;
+            let failed = |envelope: String| -> Result<[sys::napi_value; 4]> {
                 Ok([
                     id,
                     String::to_napi_value(env, envelope)?,
-                    <()>::to_napi_value(env, ())?,
+                    undefined,
+                    undefined,
                 ])
             };
             match result {
-                Ok(done) => match Done::to_napi_value(env, done) {
-                    Ok(value) => Ok([id, Null::to_napi_value(env, Null)?, value]),
-                    Err(e) => failed(
-                        to_napi(ironlock::Error::new(
-                            ironlock::ErrorKind::Internal,
-                            format!("the call's result could not be converted: {}", e.status),
-                        ))
-                        .reason,
-                    ),
-                },
+                Ok(done) => {
+                    let (value, report) = done.split();
+                    let converted = Value::to_napi_value(env, value).and_then(|value| {
+                        let report = match report {
+                            Some(r) => String::to_napi_value(env, r)?,
+                            None => undefined,
+                        };
+                        Ok((value, report))
+                    });
+                    match converted {
+                        Ok((value, report)) => {
+                            Ok([id, Null::to_napi_value(env, Null)?, value, report])
+                        }
+                        Err(e) => failed(
+                            to_napi(ironlock::Error::new(
+                                ironlock::ErrorKind::Internal,
+                                format!("the call's result could not be converted: {}", e.status),
+                            ))
+                            .reason,
+                        ),
+                    }
+                }
                 Err(envelope) => failed(envelope),
             }
         }
     }
 }
 
-/// The JS arguments of `complete(id, error, value)`.
-pub type CompleteArgs = FnArgs<(u32, Option<String>, Option<Done>)>;
+/// The JS arguments of `complete(id, error, value, report)`.
+pub type CompleteArgs = FnArgs<(u32, Option<String>, Option<Value>, Option<String>)>;
 
 type Tsfn = ThreadsafeFunction<Completion, Unknown<'static>, CompleteArgs, Status, false, true>;
 
@@ -134,7 +170,7 @@ pub struct Completer {
 }
 
 impl Completer {
-    /// Wraps the JS function `complete(id, error, value)` of `env`.
+    /// Wraps the JS function `complete(id, error, value, report)` of `env`.
     pub fn new(env: &Env, complete: &Function<'_, CompleteArgs, Unknown<'static>>) -> Result<Self> {
         let index = crate::uv::register_complete(env, complete)?;
         let tsfn = complete
@@ -144,8 +180,11 @@ impl Completer {
             .build_callback(|ctx| {
                 let Completion { id, result } = ctx.value;
                 Ok(match result {
-                    Ok(done) => (id, None, Some(done)),
-                    Err(envelope) => (id, Some(envelope), None),
+                    Ok(done) => {
+                        let (value, report) = done.split();
+                        (id, None, Some(value), report)
+                    }
+                    Err(envelope) => (id, Some(envelope), None, None),
                 }
                 .into())
             })?;

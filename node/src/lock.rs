@@ -36,7 +36,7 @@ impl NativeLock {
         self.keeper.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The outcome of a release as `[held, deletedOn, reportJson]`.
+    /// The outcome of a release: `deletedOn * 2 + held` and the report JSON (`complete.rs`).
     fn released(r: ironlock::Released) -> Done {
         Done::Released {
             held: r.held,
@@ -116,7 +116,7 @@ impl NativeLock {
     }
 
     /// Deletes the keys that still hold this lock's token and settles `id` with
-    /// `[held, deletedOn, reportJson]`; never fails for a lost lock.
+    /// `deletedOn * 2 + held` and the report JSON; never fails for a lost lock.
     #[napi(catch_unwind)]
     pub fn release(&self, id: u32) -> Result<()> {
         boundary(|| {
@@ -129,9 +129,9 @@ impl NativeLock {
     }
 
     /// Ends a critical section with the core's loss rule (`Lock::finish`): releases, then
-    /// settles `id` with `[held, deletedOn, reportJson]` when the lock was held to the end, or
-    /// with LOST (carrying the release's report) when it was lost, ran out of validity, or the
-    /// release found its token on fewer than a quorum.
+    /// settles `id` as `release` does when the lock was held to the end, or with LOST (carrying
+    /// the release's report) when it was lost, ran out of validity, or the release found its
+    /// token on fewer than a quorum.
     #[napi(catch_unwind)]
     pub fn finish(&self, id: u32) -> Result<()> {
         boundary(|| {

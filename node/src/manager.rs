@@ -47,11 +47,11 @@ pub struct NativeManager {
 impl NativeManager {
     /// Validates `nodes` and `settings` (throwing INVALID_ARGUMENT or CONNECTION at once) and
     /// starts connecting to every node without blocking the event loop. `complete(id, error,
-    /// value)` settles the calls that take an `id` (see `complete.rs`).
+    /// value, report)` settles the calls that take an `id` (see `complete.rs`).
     #[napi(
         constructor,
         catch_unwind,
-        ts_args_type = "nodes: Array<string>, settings: Record<string, unknown> | undefined | null, complete: (id: number, error: string | null, value: unknown) => void"
+        ts_args_type = "nodes: Array<string>, settings: Record<string, unknown> | undefined | null, complete: (id: number, error: string | null, value: unknown, report: string | undefined) => void"
     )]
     pub fn new(
         env: &Env,

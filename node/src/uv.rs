@@ -52,7 +52,7 @@ struct Watch {
     handle: Box<[u64]>,
     hook: sys::napi_async_cleanup_hook_handle,
     env: sys::napi_env,
-    /// The JS `complete(id, error, value)` functions of the environment's managers, each once
+    /// The JS `complete(id, error, value, report)` functions of the environment's managers, each once
     /// (`calls.js`'s; more than one when that module was loaded more than once, as test
     /// runners that reset their module registry do). A `Completer` holds its index.
     complete: Vec<sys::napi_ref>,
@@ -232,7 +232,7 @@ unsafe extern "C" fn on_ready(handle: *mut c_void, _status: c_int, _events: c_in
     }
 }
 
-/// Calls its `complete(id, error, value)` for each of `done`, in one callback scope
+/// Calls its `complete(id, error, value, report)` for each of `done`, in one callback scope
 /// (microtasks run once, when it closes, as for a batch of threadsafe-function calls). One that
 /// cannot be called here goes through its manager's threadsafe function.
 unsafe fn settle(watch: *mut Watch, done: Vec<Finished>) {
@@ -275,7 +275,7 @@ unsafe fn settle(watch: *mut Watch, done: Vec<Finished>) {
     }
 }
 
-/// One `complete(id, error, value)` call, inside the batch's callback scope (`scoped`) or, if
+/// One `complete(id, error, value, report)` call, inside the batch's callback scope (`scoped`) or, if
 /// that could not be opened, as a callback of its own; an exception it throws is reported as
 /// uncaught.
 unsafe fn call_complete(
@@ -293,9 +293,9 @@ unsafe fn call_complete(
         };
         let mut result = ptr::null_mut();
         let status = if scoped {
-            sys::napi_call_function(env, recv, function, 3, args.as_ptr(), &mut result)
+            sys::napi_call_function(env, recv, function, 4, args.as_ptr(), &mut result)
         } else {
-            sys::napi_make_callback(env, context, recv, function, 3, args.as_ptr(), &mut result)
+            sys::napi_make_callback(env, context, recv, function, 4, args.as_ptr(), &mut result)
         };
         if status == sys::Status::napi_pending_exception {
             let mut error = ptr::null_mut();
