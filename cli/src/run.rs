@@ -435,6 +435,7 @@ fn spawn(args: &RunArgs, lock: &Lock) -> Result<Child, (u8, String)> {
         // Not inherited from an outer `ironlock run`: it would name someone else's lock.
         None => cmd.env_remove("IRONLOCK_FENCE"),
     };
+    die_with_supervisor(cmd.as_std_mut());
     cmd.spawn().map_err(|e| {
         let code = match e.kind() {
             std::io::ErrorKind::NotFound => exit::NOT_FOUND,
@@ -442,4 +443,37 @@ fn spawn(args: &RunArgs, lock: &Lock) -> Result<Child, (u8, String)> {
         };
         (code, format!("cannot run {shown:?}: {e}"))
     })
+}
+
+/// Makes the command die (SIGKILL) when this process dies, by any signal, SIGKILL and the OOM
+/// killer included: a command left running after its supervisor died would run without the lock
+/// (nobody extends it), and a second `ironlock run` would start a second instance beside it.
+///
+/// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child ends; the command is spawned
+/// from the thread that runs `block_on` (the main thread), which lives as long as the process.
+/// The race where this process died between `fork` and `prctl` is closed by comparing the
+/// parent pid afterwards: the child was then re-parented, and kills itself before `exec`.
+fn die_with_supervisor(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let supervisor = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec and calls only async-signal-safe
+    // functions (prctl, getppid, kill, getpid); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != supervisor {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
 }

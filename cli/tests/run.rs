@@ -382,3 +382,98 @@ fn signals_reach_the_command_once() {
     assert_eq!(text, "started\nINT\nHUP\n");
     assert_eq!(get(&cluster, 0, &key), None, "not released");
 }
+
+/// Pids of live (not zombie) `sleep` processes whose arguments contain `marker`.
+fn live_with_marker(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        let mut args = cmdline.split('\0');
+        let is_sleep = args.next().is_some_and(|a| a.ends_with("sleep"));
+        if !is_sleep || !args.any(|a| a.contains(marker)) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // The state follows the parenthesised command name: a zombie has exited.
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        if !state.starts_with('Z') && !state.is_empty() {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_killed_supervisor_takes_its_command_with_it() {
+    // `kill -9` of `ironlock run` (an operator, a container runtime, the OOM killer) must not
+    // leave the command running without anybody holding the lock for it.
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let dir = temp_dir();
+    let key = unique("orphan");
+    // A unique sleep duration marks the commands of this test in /proc.
+    let marker = format!("29.{}", std::process::id());
+    let started = dir.join("started");
+    let script = format!("echo $$ >> {}; exec sleep {marker}", started.display());
+    let holder = spawn(ironlock(&urls).args(["run", "-q", "--ttl", "2", &key, "-c", &script]));
+    wait_for_file(&started, LIMIT, |t| t.ends_with('\n'));
+    assert_eq!(live_with_marker(&marker).len(), 1, "the command runs");
+    let mut holder = holder;
+    signal(&holder, libc::SIGKILL);
+    wait_status(&mut holder, LIMIT);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !live_with_marker(&marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        live_with_marker(&marker),
+        Vec::<i32>::new(),
+        "the command outlived its killed supervisor"
+    );
+
+    // Under load, and at every moment of the start-up (before, during and after the fork): eight
+    // supervisors killed at staggered times leave no command behind.
+    let marker = format!("28.{}", std::process::id());
+    let burners: Vec<_> = (0..2)
+        .map(|_| {
+            std::process::Command::new("sh")
+                .args(["-c", "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done"])
+                .spawn()
+                .expect("spawn load")
+        })
+        .collect();
+    let mut victims = Vec::new();
+    for i in 0..8u64 {
+        let key = unique("orphan-race");
+        let script = format!("exec sleep {marker}");
+        let child = spawn(ironlock(&urls).args(["run", "-q", "--ttl", "2", &key, "-c", &script]));
+        victims.push((child, Duration::from_millis(40 * i)));
+    }
+    let t0 = Instant::now();
+    for (child, after) in &mut victims {
+        if let Some(left) = after.checked_sub(t0.elapsed()) {
+            std::thread::sleep(left);
+        }
+        signal(child, libc::SIGKILL);
+    }
+    for (child, _) in &mut victims {
+        wait_status(child, LIMIT);
+    }
+    for mut b in burners {
+        let _ = b.kill();
+        let _ = b.wait();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !live_with_marker(&marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        live_with_marker(&marker),
+        Vec::<i32>::new(),
+        "a command outlived its killed supervisor"
+    );
+}

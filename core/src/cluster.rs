@@ -52,26 +52,35 @@ impl Cluster {
             rt: rt.clone(),
             alarm: Alarm::new(rt.clone()),
             epoch_key: crate::scripts::epoch_key(&config.key_prefix),
+            identities: crate::node::Identities::new(
+                specs
+                    .iter()
+                    .map(|s| Arc::from(s.display.as_str()))
+                    .collect(),
+            ),
         };
         let mut nodes = Vec::with_capacity(specs.len());
         for (i, spec) in specs.into_iter().enumerate() {
             let display = spec.display.clone();
             let own = config.node_tls.get(&i);
-            let node = Node::new(spec, &settings).map_err(|e| match e.strip_prefix("tls: ") {
-                Some(why) => Error::invalid(format!(
-                    "{}: unusable certificate or key: {why}",
-                    match own {
-                        Some(_) => format!("node_tls[{i}]"),
-                        None if config.tls_ca_cert.is_some()
-                            && config.tls_client_cert.is_none() =>
-                        {
-                            "tls_ca_cert".to_owned()
+            let node =
+                Node::new(i, spec, &settings).map_err(|e| match e.strip_prefix("tls: ") {
+                    Some(why) => Error::invalid(format!(
+                        "{}: unusable certificate or key: {why}",
+                        match own {
+                            Some(_) => format!("node_tls[{i}]"),
+                            None if config.tls_ca_cert.is_some()
+                                && config.tls_client_cert.is_none() =>
+                            {
+                                "tls_ca_cert".to_owned()
+                            }
+                            None => "tls_ca_cert / tls_client_cert / tls_client_key".to_owned(),
                         }
-                        None => "tls_ca_cert / tls_client_cert / tls_client_key".to_owned(),
+                    )),
+                    None => {
+                        Error::new(ErrorKind::Connection, format!("nodes[{i}]: {display}: {e}"))
                     }
-                )),
-                None => Error::new(ErrorKind::Connection, format!("nodes[{i}]: {display}: {e}")),
-            })?;
+                })?;
             nodes.push(node);
         }
         let quorum = quorum::quorum(nodes.len());
@@ -86,6 +95,20 @@ impl Cluster {
             stats: Recorder::new(),
             closed: AtomicBool::new(false),
         })
+    }
+
+    /// Refuses a node list in which two nodes turned out to be one server (the same `run_id`
+    /// at connection), naming both.
+    pub(crate) fn check_distinct(&self) -> Result<()> {
+        for (i, node) in self.nodes.iter().enumerate() {
+            if let Some(why) = node.same_server_text() {
+                return Err(Error::invalid(format!(
+                    "nodes[{i}]: duplicate node {}: {why}",
+                    node.display
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Where `node` stands in the configured order.

@@ -1,6 +1,6 @@
 //! Settings, their defaults, and the validation every binding relies on (SPEC §4, §6).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -411,7 +411,7 @@ impl Config {
         if self.key_prefix.contains('\0') {
             return Err(Error::invalid("key_prefix: must not contain NUL"));
         }
-        let mut seen = HashSet::new();
+        let mut seen: HashMap<String, usize> = HashMap::new();
         let mut specs = Vec::with_capacity(self.nodes.len());
         for (i, url) in self.nodes.iter().enumerate() {
             let mut spec = parse_node(i, url)?;
@@ -425,13 +425,15 @@ impl Config {
             if tls {
                 spec.tls = self.effective_tls(i);
             }
-            let identity = format!("{:?}/{}", spec.info.addr(), spec.info.redis_settings().db());
-            if !seen.insert(identity) {
+            if let Some(&first) = seen.get(&server_identity(spec.info.addr())) {
+                let earlier: &NodeSpec = &specs[first];
                 return Err(Error::invalid(format!(
-                    "nodes[{i}]: duplicate node {}",
-                    cut(&spec.display)
+                    "nodes[{i}]: duplicate node {}: the same server as nodes[{first}] ({}); one server is one vote, whatever its database number",
+                    cut(&spec.display),
+                    cut(&earlier.display)
                 )));
             }
+            seen.insert(server_identity(spec.info.addr()), i);
             specs.push(spec);
         }
         Ok(specs)
@@ -517,6 +519,26 @@ fn nonzero(name: &str, d: Duration) -> Result<()> {
 /// a URL whose credentials did not parse.
 const ENCODE_HINT: &str = "if the user name or password holds reserved characters, \
 percent-encode them (# as %23, ? as %3F, / as %2F, @ as %40, : in a user name as %3A)";
+
+/// Which server an address names, as far as the text tells: the host in lower case without a
+/// trailing dot, `localhost`, `127.0.0.1` and `::1` as one loopback host, and the port (the
+/// database number does not make another server). Names that only DNS or the server itself can
+/// tell apart are caught at connection by the server's `run_id`.
+fn server_identity(addr: &redis::ConnectionAddr) -> String {
+    let (host, port) = match addr {
+        redis::ConnectionAddr::Tcp(host, port) => (host.as_str(), *port),
+        redis::ConnectionAddr::TcpTls { host, port, .. } => (host.as_str(), *port),
+        redis::ConnectionAddr::Unix(path) => return format!("unix:{}", path.display()),
+        other => return format!("{other:?}"),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    let host = match host.as_str() {
+        "localhost" | "127.0.0.1" | "::1" | "0:0:0:0:0:0:0:1" => "loopback",
+        h => h,
+    };
+    format!("tcp:{host}:{port}")
+}
 
 fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
     let name = format!("nodes[{i}]");

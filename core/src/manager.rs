@@ -65,6 +65,10 @@ impl LockManager {
         })?;
         let cluster = Arc::new(Cluster::new(config, rt)?);
         connect_until_quorum(&cluster).await?;
+        if let Err(e) = cluster.check_distinct() {
+            cluster.close();
+            return Err(e);
+        }
         Ok(LockManager { cluster })
     }
 

@@ -81,6 +81,56 @@ impl Failure {
     }
 }
 
+/// Which server each of a manager's nodes turned out to be, by the `run_id` (or data epoch) read
+/// at its last connection: two URLs that name one server (a DNS alias, a second address of the
+/// same host) must never be counted as two votes. The later one in the node list does not count
+/// while both say they are the same server.
+pub(crate) struct Identities {
+    displays: Vec<Arc<str>>,
+    ids: Mutex<Vec<Option<String>>>,
+    /// Bit i: node i is the same server as an earlier node (read on every vote, without a lock).
+    shadowed: AtomicU64,
+}
+
+impl Identities {
+    pub(crate) fn new(displays: Vec<Arc<str>>) -> Arc<Identities> {
+        let n = displays.len();
+        Arc::new(Identities {
+            displays,
+            ids: Mutex::new(vec![None; n]),
+            shadowed: AtomicU64::new(0),
+        })
+    }
+
+    /// Records what node `index` said it is, and which nodes are now one server with an earlier.
+    fn record(&self, index: usize, id: &str) {
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        ids[index] = (!id.is_empty()).then(|| id.to_owned());
+        let mut mask = 0u64;
+        for (i, id) in ids.iter().enumerate() {
+            if id.is_some() && ids[..i].contains(id) {
+                mask |= 1 << i;
+            }
+        }
+        self.shadowed.store(mask, Ordering::Release);
+    }
+
+    fn is_shadowed(&self, index: usize) -> bool {
+        self.shadowed.load(Ordering::Acquire) & (1 << index) != 0
+    }
+
+    /// The earlier node that node `index` is the same server as, with its URL and the id.
+    pub(crate) fn same_as(&self, index: usize) -> Option<(usize, Arc<str>, String)> {
+        if !self.is_shadowed(index) {
+            return None;
+        }
+        let ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        let id = ids[index].clone()?;
+        let first = ids.iter().position(|other| other.as_deref() == Some(&id))?;
+        (first < index).then(|| (first, self.displays[first].clone(), id))
+    }
+}
+
 /// What `INFO server` said at the last (re)connection.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ServerInfo {
@@ -117,6 +167,9 @@ pub(crate) struct VoteCounters {
 
 pub(crate) struct Node {
     pub(crate) display: Arc<str>,
+    /// Where this node stands in the manager's node list.
+    index: usize,
+    identities: Arc<Identities>,
     secret: Option<String>,
     client: redis::Client,
     /// With a TLS server name other than the URL's host: the client connects to the name (so
@@ -171,6 +224,9 @@ pub struct NodeStatus {
     pub uptime: Duration,
     /// The last connection error, if any.
     pub last_error: Option<String>,
+    /// The earlier node in the list that this one turned out to be (the same `run_id`): its
+    /// votes do not count, since one server is one vote.
+    pub same_server_as: Option<usize>,
     /// Counted "yes" votes.
     pub votes_for: u64,
     /// "No" votes.
@@ -200,13 +256,18 @@ pub(crate) struct NodeSettings {
     pub(crate) alarm: Arc<Alarm>,
     /// [`crate::scripts::epoch_key`] of the manager's key prefix.
     pub(crate) epoch_key: String,
+    pub(crate) identities: Arc<Identities>,
 }
 
 /// The longest pause between two reconnection attempts of a node that is down.
 const RECONNECT_BACKOFF_MAX: Duration = Duration::from_millis(200);
 
 impl Node {
-    pub(crate) fn new(spec: NodeSpec, settings: &NodeSettings) -> Result<Arc<Node>, String> {
+    pub(crate) fn new(
+        index: usize,
+        spec: NodeSpec,
+        settings: &NodeSettings,
+    ) -> Result<Arc<Node>, String> {
         let mut info = spec.info;
         let mut pinned = None;
         if let (
@@ -256,7 +317,9 @@ impl Node {
         };
         let client = build(info)?;
         Ok(Arc::new(Node {
-            display: spec.display.into(),
+            display: settings.identities.displays[index].clone(),
+            index,
+            identities: settings.identities.clone(),
             secret: spec.secret,
             client,
             pinned,
@@ -487,6 +550,14 @@ impl Node {
         st.generation += 1;
         st.eligible_at = eligible_at;
         st.connected_at = Some(received);
+        // A data epoch (no INFO) dates the data to the second and two servers may share it:
+        // only a real run_id says that two URLs are one server.
+        let id = if info.run_id.starts_with("epoch:") {
+            ""
+        } else {
+            info.run_id.as_str()
+        };
+        self.identities.record(self.index, id);
         st.info = Some(info);
         st.last_error = None;
         drop(st);
@@ -560,19 +631,24 @@ impl Node {
         self.data_epoch.load(Ordering::Acquire)
     }
 
-    /// Whether this node's "yes" counts now (restart quarantine over).
+    /// Whether this node's "yes" counts now (restart quarantine over, and not the same server
+    /// as an earlier node).
     pub(crate) fn eligible(&self) -> bool {
-        Instant::now()
-            >= self
-                .state
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .eligible_at
+        !self.identities.is_shadowed(self.index)
+            && Instant::now()
+                >= self
+                    .state
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .eligible_at
     }
 
     /// Why this node's "yes" does not count yet, for the report: when it restarted and when it
     /// counts again.
     pub(crate) fn quarantine_text(&self) -> String {
+        if let Some(text) = self.same_server_text() {
+            return text;
+        }
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         let left = st.eligible_at.saturating_duration_since(now);
@@ -585,6 +661,15 @@ impl Node {
             up.as_secs(),
             left.as_secs() + u64::from(left.subsec_nanos() > 0)
         )
+    }
+
+    /// Why this node is not counted when it is the same server as an earlier node.
+    pub(crate) fn same_server_text(&self) -> Option<String> {
+        let (first, url, id) = self.identities.same_as(self.index)?;
+        Some(format!(
+            "the same server as nodes[{first}] ({url}, run_id {}): one server is one vote, so only nodes[{first}] counts; list each server once",
+            crate::config::cut(&id)
+        ))
     }
 
     /// The bound on one request: enforced by the round that sends it (`quorum::run`).
@@ -696,7 +781,9 @@ impl Node {
         NodeStatus {
             url: self.display.to_string(),
             connected: st.conn.is_some(),
-            eligible: st.conn.is_some() && now >= st.eligible_at,
+            eligible: st.conn.is_some()
+                && now >= st.eligible_at
+                && !self.identities.is_shadowed(self.index),
             quarantine_remaining: st.eligible_at.saturating_duration_since(now),
             run_id: info.run_id,
             version: info.version,
@@ -705,6 +792,7 @@ impl Node {
                 .map(|c| info.uptime + now.saturating_duration_since(c))
                 .unwrap_or_default(),
             last_error: st.last_error.clone(),
+            same_server_as: self.identities.same_as(self.index).map(|(i, _, _)| i),
             votes_for: self.counters.votes_for.load(Ordering::Relaxed),
             votes_against: self.counters.votes_against.load(Ordering::Relaxed),
             errors: self.counters.errors.load(Ordering::Relaxed),
@@ -766,6 +854,25 @@ fn parse_info(raw: &str) -> ServerInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_later_node_with_an_earlier_nodes_run_id_does_not_count() {
+        let ids = Identities::new(vec!["a".into(), "b".into(), "c".into()]);
+        ids.record(2, "R1");
+        assert!(!ids.is_shadowed(2), "alone so far");
+        ids.record(0, "R1");
+        assert!(ids.is_shadowed(2) && !ids.is_shadowed(0));
+        assert_eq!(ids.same_as(2).map(|(i, _, _)| i), Some(0));
+        ids.record(1, "R2");
+        assert!(!ids.is_shadowed(1));
+        // Node 0 restarted (a new run_id): the two are no longer known to be one server.
+        ids.record(0, "R3");
+        assert!(!ids.is_shadowed(2) && ids.same_as(2).is_none());
+        // A node that says nothing about itself matches nobody.
+        ids.record(0, "");
+        ids.record(1, "");
+        assert_eq!(ids.shadowed.load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn parses_info_server() {

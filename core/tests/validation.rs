@@ -218,3 +218,64 @@ fn messages_quote_inputs_cut_and_numbers_by_their_limit() {
             .is_ok()
     );
 }
+
+#[test]
+fn one_server_under_two_spellings_is_refused_naming_both() {
+    // The same host and port, spelled so that the text differs: one server, one vote.
+    for (a, b) in [
+        ("redis://localhost:7951", "redis://127.0.0.1:7951"),
+        ("redis://127.0.0.1:7951", "redis://[::1]:7951"),
+        ("redis://Example.COM.:7951", "redis://example.com:7951"),
+        ("redis://127.0.0.1:7951/0", "redis://127.0.0.1:7951/3"),
+        ("redis://u:secret@127.0.0.1:7951", "redis://127.0.0.1:7951"),
+    ] {
+        let e = Config::new([a, "redis://127.0.0.1:7952", b])
+            .check()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{a} {b}: {e}");
+        let m = e.message();
+        assert!(
+            m.starts_with("nodes[2]: duplicate node") && m.contains("the same server as nodes[0]"),
+            "{a} {b}: {m}"
+        );
+        assert!(!m.contains("secret"), "{m}");
+    }
+    // Different ports or hosts are different servers.
+    assert!(
+        Config::new(["redis://localhost:7951", "redis://localhost:7952"])
+            .check()
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn two_urls_that_reach_one_server_are_refused_at_connection() {
+    // A TCP port and a Unix socket of one redis-server: no text rule can tell, its run_id does.
+    let dir = std::env::temp_dir().join(unique("ironlock-sock"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let sock = dir.join("redis.sock");
+    let sock_arg = sock.display().to_string();
+    let a =
+        ironlock_harness::Cluster::start_with(1, &["--unixsocket", &sock_arg]).expect("start node");
+    let b = cluster(1);
+    let tcp = a.urls()[0].clone();
+    let unix = format!("unix://{}", sock.display());
+    let e =
+        new_err(Config::new([tcp.clone(), b.urls()[0].clone(), unix]).restart_quarantine(false))
+            .await;
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    let m = e.message();
+    assert!(
+        m.starts_with("nodes[2]: duplicate node unix://")
+            && m.contains("the same server as nodes[0]")
+            && m.contains(&tcp)
+            && m.contains("run_id"),
+        "{m}"
+    );
+    // Each listed once, the same servers form a manager.
+    let ok = LockManager::new(Config::new([tcp, b.urls()[0].clone()]).restart_quarantine(false))
+        .await
+        .expect("two distinct servers");
+    assert!(ok.node_status().iter().all(|n| n.same_server_as.is_none()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
