@@ -52,6 +52,7 @@ impl Cluster {
             rt: rt.clone(),
             alarm: Alarm::new(rt.clone()),
             epoch_key: crate::scripts::epoch_key(&config.key_prefix),
+            master_key: crate::scripts::master_key(&config.key_prefix),
             identities: crate::node::Identities::new(
                 specs
                     .iter()

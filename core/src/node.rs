@@ -131,12 +131,30 @@ impl Identities {
     }
 }
 
-/// What `INFO server` said at the last (re)connection.
+/// What `INFO server` and `INFO replication` said at the last (re)connection.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ServerInfo {
     pub(crate) run_id: String,
     pub(crate) version: String,
     pub(crate) uptime: Duration,
+    /// `role`: `master` or `slave`; empty when not read (no `INFO`).
+    pub(crate) role: String,
+    /// A replica's master, `host:port`.
+    pub(crate) master_of_replica: String,
+    /// `master_replid`: changes when a replica is promoted (and at every start).
+    pub(crate) replid: String,
+    /// `master_replid2` is set: this master was promoted from a replica during its lifetime
+    /// (a failover, `REPLICAOF NO ONE`), so it may lack keys its old master granted.
+    pub(crate) promoted: bool,
+}
+
+/// Why a node's "yes" does not count yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quarantine {
+    /// It restarted (its uptime, or the age of its data, is below the quarantine).
+    Restart,
+    /// Its master changed: it was promoted from a replica this long before the connection.
+    Failover(Duration),
 }
 
 struct State {
@@ -145,6 +163,8 @@ struct State {
     generation: u64,
     /// The node's "yes" votes count from this instant on.
     eligible_at: Instant,
+    /// Why `eligible_at` is in the future.
+    quarantine: Quarantine,
     info: Option<ServerInfo>,
     connected_at: Option<Instant>,
     last_error: Option<String>,
@@ -197,6 +217,8 @@ pub(crate) struct Node {
     inflight: Arc<InFlight>,
     /// Dates the node's data when `INFO` is not permitted (restart quarantine for ACL users).
     epoch_key: String,
+    /// Dates the reign of a master promoted from a replica.
+    master_key: String,
     /// The runtime the manager was created on: reconnections and drains run there, whichever
     /// thread noticed that they are needed.
     rt: tokio::runtime::Handle,
@@ -256,6 +278,8 @@ pub(crate) struct NodeSettings {
     pub(crate) alarm: Arc<Alarm>,
     /// [`crate::scripts::epoch_key`] of the manager's key prefix.
     pub(crate) epoch_key: String,
+    /// [`crate::scripts::master_key`] of the manager's key prefix.
+    pub(crate) master_key: String,
     pub(crate) identities: Arc<Identities>,
 }
 
@@ -331,6 +355,7 @@ impl Node {
                 conn: None,
                 generation: 0,
                 eligible_at: Instant::now(),
+                quarantine: Quarantine::Restart,
                 info: None,
                 connected_at: None,
                 last_error: Some("not connected yet".to_owned()),
@@ -342,6 +367,7 @@ impl Node {
             data_epoch: AtomicU64::new(0),
             inflight: settings.inflight.clone(),
             epoch_key: settings.epoch_key.clone(),
+            master_key: settings.master_key.clone(),
             rt: settings.rt.clone(),
             alarm: settings.alarm.clone(),
             counters: VoteCounters::default(),
@@ -441,7 +467,36 @@ impl Node {
             run_id: format!("epoch:{born}"),
             version: String::new(),
             uptime: Duration::from_secs(age.max(0) as u64),
+            ..ServerInfo::default()
         })
+    }
+
+    /// How long this promoted master has reigned, from the record on the node (see
+    /// [`crate::scripts::MASTER_SOURCE`]).
+    async fn reign(
+        &self,
+        conn: &mut MultiplexedConnection,
+        replid: &str,
+    ) -> Result<Duration, String> {
+        let age: i64 = tokio::time::timeout(
+            self.connect_timeout,
+            redis::cmd("EVAL")
+                .arg(crate::scripts::MASTER_SOURCE)
+                .arg(1)
+                .arg(&self.master_key)
+                .arg(replid)
+                .query_async(conn),
+        )
+        .await
+        .map_err(|_| "dating the master's reign: no reply within connect_timeout".to_owned())?
+        .map_err(|e| {
+            format!(
+                "this master was promoted from a replica and the key {:?} that dates its reign cannot be used: {}",
+                self.master_key,
+                self.scrub(&e.to_string())
+            )
+        })?;
+        Ok(Duration::from_secs(age.max(0) as u64))
     }
 
     /// Resolves a TCP node's host name first, so that a name that does not resolve is reported
@@ -494,20 +549,34 @@ impl Node {
             })?;
         // Read uptime after connecting: a node that restarted lost its keys and must stay out of
         // the quorum until every lock it might have held has expired (seeds: delayed restarts).
-        let reply: redis::RedisResult<String> = tokio::time::timeout(
-            self.connect_timeout,
-            redis::cmd("INFO").arg("server").query_async(&mut conn),
-        )
-        .await
-        .map_err(|_| "INFO server: no reply within connect_timeout".to_owned())?;
+        let mut ask = redis::pipe();
+        ask.cmd("INFO").arg("server").cmd("INFO").arg("replication");
+        let reply: redis::RedisResult<(String, String)> =
+            tokio::time::timeout(self.connect_timeout, ask.query_async(&mut conn))
+                .await
+                .map_err(|_| "INFO server: no reply within connect_timeout".to_owned())?;
         let info = match reply {
-            Ok(raw) => parse_info(&raw),
+            Ok((server, replication)) => parse_info(&format!("{server}\r\n{replication}")),
             // INFO is @dangerous: a least-privilege ACL user dates the node's data instead.
             Err(e) if e.code() == Some("NOPERM") => match self.quarantine {
                 Some(_) => self.data_age(&mut conn).await?,
                 None => ServerInfo::default(),
             },
             Err(e) => return Err(self.scrub(&e.to_string())),
+        };
+        if info.role == "slave" {
+            // A voter writes its keys on a master; a replica refuses them (READONLY).
+            return Err(format!(
+                "is a replica (of {}), not a master: a voter must be a master (after a failover, name the new master, or let Sentinel find it with a redis-sentinel:// URL)",
+                crate::config::cut(&info.master_of_replica)
+            ));
+        }
+        // A master promoted from a replica may lack keys its old master granted and had not
+        // replicated: its reign is dated on the node itself, so that a client that never saw
+        // the old master keeps it out as long as one that did.
+        let reign = match (self.quarantine, info.promoted) {
+            (Some(_), true) => Some(self.reign(&mut conn, &info.replid).await?),
+            _ => None,
         };
         let received = Instant::now();
         let mut load = redis::pipe();
@@ -523,9 +592,17 @@ impl Node {
         .map_err(|e| self.scrub(&e.to_string()))?;
         // uptime_in_seconds is floored: the true uptime may be up to 1 s more, so the +1 s in the
         // quarantine makes this conservative.
-        let eligible_at = match self.quarantine {
-            Some(q) => received + q.saturating_sub(info.uptime),
-            None => received,
+        let (eligible_at, why) = match self.quarantine {
+            Some(q) => {
+                let restart = received + q.saturating_sub(info.uptime);
+                match reign {
+                    Some(age) if received + q.saturating_sub(age) > restart => {
+                        (received + q.saturating_sub(age), Quarantine::Failover(age))
+                    }
+                    _ => (restart, Quarantine::Restart),
+                }
+            }
+            None => (received, Quarantine::Restart),
         };
         let major: Option<u32> = info.version.split('.').next().and_then(|m| m.parse().ok());
         self.set_nx_get
@@ -549,6 +626,7 @@ impl Node {
         st.conn = Some(conn);
         st.generation += 1;
         st.eligible_at = eligible_at;
+        st.quarantine = why;
         st.connected_at = Some(received);
         // A data epoch (no INFO) dates the data to the second and two servers may share it:
         // only a real run_id says that two URLs are one server.
@@ -656,11 +734,22 @@ impl Node {
             (Some(info), Some(at)) => info.uptime + now.saturating_duration_since(at),
             _ => Duration::ZERO,
         };
-        format!(
-            "in restart quarantine: restarted {} s ago; counted again in {} s; see restart_quarantine",
-            up.as_secs(),
-            left.as_secs() + u64::from(left.subsec_nanos() > 0)
-        )
+        let left = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+        match st.quarantine {
+            Quarantine::Failover(age) => {
+                let ago = age
+                    + st.connected_at
+                        .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+                format!(
+                    "in failover quarantine: this master was promoted from a replica {} s ago and may lack locks its old master granted; counted again in {left} s; see restart_quarantine",
+                    ago.as_secs()
+                )
+            }
+            Quarantine::Restart => format!(
+                "in restart quarantine: restarted {} s ago; counted again in {left} s; see restart_quarantine",
+                up.as_secs()
+            ),
+        }
     }
 
     /// Why this node is not counted when it is the same server as an earlier node.
@@ -744,7 +833,10 @@ impl Node {
                 // loads them again.
                 let noscript =
                     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
-                if noscript {
+                // A master demoted to replica by a failover refuses writes: connect again, which
+                // finds the new master (Sentinel, a DNS name that moved) or reports the replica.
+                let demoted = e.code() == Some("READONLY") || e.to_string().contains("READONLY");
+                if noscript || demoted {
                     self.drop_connection(generation, &e.to_string());
                 } else if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
                 {
@@ -845,6 +937,14 @@ fn parse_info(raw: &str) -> ServerInfo {
             "uptime_in_seconds" => {
                 info.uptime = Duration::from_secs(v.parse().unwrap_or(0));
             }
+            "role" => info.role = v.to_owned(),
+            "master_host" => info.master_of_replica.insert_str(0, v),
+            "master_port" => {
+                info.master_of_replica.push(':');
+                info.master_of_replica.push_str(v);
+            }
+            "master_replid" => info.replid = v.to_owned(),
+            "master_replid2" => info.promoted = v.bytes().any(|b| b != b'0'),
             _ => {}
         }
     }

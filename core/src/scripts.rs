@@ -84,6 +84,35 @@ if born > now then return {0, born} end
 return {now - born, born}
 "#;
 
+/// The key that dates the moment a node became the master it is now (see [`MASTER_SOURCE`]).
+pub fn master_key(key_prefix: &str) -> String {
+    format!("{key_prefix}ironlock:master")
+}
+
+/// Dates the current master's reign on a node that was promoted from a replica (a failover):
+/// how many seconds ago (server time) a client first saw it as master with this replication ID.
+/// The record is data, so it replicates: a replica promoted later holds its old master's record
+/// under a replication ID that is not its own, and dates its own reign from now. A client that
+/// never saw the old master thus still learns how long ago the master changed, never too long.
+/// KEYS: the master key. ARGV: the node's `master_replid`. Returns the age in whole seconds (0
+/// when this call dated it).
+pub const MASTER_SOURCE: &str = r#"
+local now = tonumber(redis.call('TIME')[1])
+local rec = redis.call('GET', KEYS[1])
+if rec then
+  local sep = string.find(rec, ':', 1, true)
+  if sep and string.sub(rec, 1, sep - 1) == ARGV[1] then
+    local since = tonumber(string.sub(rec, sep + 1))
+    if since then
+      if since > now then return 0 end
+      return now - since
+    end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. now)
+return 0
+"#;
+
 /// The fencing counter key kept next to a lock key (never expires).
 pub fn fence_key(key: &str) -> String {
     format!("{key}:ironlock:fence")

@@ -4,8 +4,10 @@
 //! dropped, and also when the test process dies (parent-death signal).
 
 mod pki;
+mod sentinel;
 
 pub use pki::make_test_pki;
+pub use sentinel::SentinelGroup;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -132,7 +134,7 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
-fn free_port() -> std::io::Result<u16> {
+pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -281,6 +283,32 @@ impl Cluster {
         signal(pid, libc::SIGCONT);
         node.paused = false;
         Ok(())
+    }
+
+    /// Starts one more node with its own extra redis-server arguments (e.g. `--replicaof
+    /// 127.0.0.1 PORT`); returns its index.
+    pub fn add_node(&mut self, extra: &[&str]) -> Result<usize, String> {
+        let i = self.nodes.len();
+        let dir = self.root.join(format!("node{i}"));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut last = String::new();
+        for _ in 0..5 {
+            let mut node = Node {
+                port: free_port().map_err(|e| e.to_string())?,
+                dir: dir.clone(),
+                extra: extra.iter().map(|s| s.to_string()).collect(),
+                child: None,
+                paused: false,
+            };
+            match node.start() {
+                Ok(()) => {
+                    self.nodes.push(node);
+                    return Ok(i);
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// Runs one command on node `i` over a fresh connection and returns the raw RESP reply.

@@ -1,0 +1,151 @@
+//! A voter whose master changed (a replica promoted by a failover, `REPLICAOF NO ONE`) may lack
+//! keys its old master granted: its "yes" must not count, for any client, until every lock the
+//! old master could have granted has expired. Real master/replica processes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{SEC, ms, unique};
+use ironlock::{AcquireOptions, Config, ErrorKind, LockManager, Vote};
+use ironlock_harness::Cluster;
+
+/// Restart and failover quarantine: max_ttl + drift + 1 s, about 3 s with max_ttl 2 s.
+const MAX_TTL: Duration = Duration::from_secs(2);
+
+/// A master (node 0) and one replica (node 1), both up for longer than the quarantine.
+fn replicated() -> Cluster {
+    let mut c = Cluster::start(1).expect("master");
+    let port = c.nodes()[0].port().to_string();
+    c.add_node(&["--replicaof", "127.0.0.1", &port])
+        .expect("replica");
+    let deadline = Instant::now() + 10 * SEC;
+    while !c
+        .command(1, &["INFO", "replication"])
+        .is_ok_and(|r| r.contains("master_link_status:up"))
+    {
+        assert!(Instant::now() < deadline, "replica never linked");
+        std::thread::sleep(ms(20));
+    }
+    // Both nodes out of the uptime-based restart quarantine.
+    std::thread::sleep(Duration::from_millis(4100));
+    c
+}
+
+fn guarded(url: &str) -> Config {
+    Config::new([url])
+        .max_ttl(MAX_TTL)
+        .connect_timeout(5 * SEC)
+        .node_timeout(ms(500))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_replica_does_not_count_until_the_old_masters_locks_expired() {
+    let c = replicated();
+    let (master, replica) = (c.urls()[0].clone(), c.urls()[1].clone());
+    let holder = LockManager::new(guarded(&master)).await.expect("manager");
+    let key = unique("failover");
+    let lock = holder
+        .acquire(&[&key], MAX_TTL)
+        .await
+        .expect("the master counts");
+
+    // The replica is promoted (a failover); a client that never saw the old master connects.
+    c.command(1, &["REPLICAOF", "NO", "ONE"]).expect("promote");
+    let fresh = LockManager::new(guarded(&replica)).await.expect("manager");
+    let status = &fresh.node_status()[0];
+    assert!(
+        !status.eligible && status.quarantine_remaining > 2 * SEC,
+        "a promoted master counted at once: {status:?}"
+    );
+    let other = unique("failover-other");
+    let e = fresh
+        .acquire_with(&[&other], MAX_TTL, AcquireOptions::try_once())
+        .await
+        .expect_err("not counted while the old master's locks may live");
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let node = &e.report().expect("report").nodes[0];
+    assert_eq!(node.vote, Vote::NotEligible, "{e}");
+    let why = node.error.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("failover quarantine") && why.contains("promoted from a replica"),
+        "{why}"
+    );
+
+    // A second client, later, reads the same date from the node: its wait is shorter, not reset.
+    tokio::time::sleep(SEC).await;
+    let later = LockManager::new(guarded(&replica)).await.expect("manager");
+    let left = later.node_status()[0].quarantine_remaining;
+    assert!(
+        left < status.quarantine_remaining && left > ms(500),
+        "the record should date the promotion: {left:?} vs {:?}",
+        status.quarantine_remaining
+    );
+
+    // The control: with the protection off, the promoted master counts at once.
+    let unguarded = LockManager::new(guarded(&replica).restart_quarantine(false))
+        .await
+        .expect("manager");
+    let l = unguarded
+        .acquire_with(
+            &[&unique("failover-off")],
+            MAX_TTL,
+            AcquireOptions::try_once(),
+        )
+        .await
+        .expect("without the protection the promoted master counts at once");
+    l.release().await;
+
+    // Once every lock the old master could have granted has expired, it counts.
+    tokio::time::sleep(left + ms(100)).await;
+    let l = later
+        .acquire_with(&[&other], MAX_TTL, AcquireOptions::try_once())
+        .await
+        .expect("counted after the quarantine");
+    l.release().await;
+    drop(lock);
+}
+
+#[tokio::test]
+async fn a_replica_is_not_a_voter() {
+    let c = replicated();
+    let manager = LockManager::new(guarded(&c.urls()[1]).restart_quarantine(false))
+        .await
+        .expect("starts; the node is a failing voter");
+    let e = manager
+        .acquire_with(&[&unique("replica")], MAX_TTL, AcquireOptions::try_once())
+        .await
+        .expect_err("a replica cannot take a lock");
+    let why = e.report().expect("report").nodes[0]
+        .error
+        .clone()
+        .unwrap_or_default();
+    assert!(why.contains("is a replica (of 127.0.0.1:"), "{e}");
+
+    // A master demoted while connected answers READONLY; the next connection reports why.
+    let master = LockManager::new(guarded(&c.urls()[0]).restart_quarantine(false))
+        .await
+        .expect("manager");
+    let port = c.nodes()[1].port().to_string();
+    c.command(1, &["REPLICAOF", "NO", "ONE"]).expect("promote");
+    c.command(0, &["REPLICAOF", "127.0.0.1", &port])
+        .expect("demote");
+    let key = unique("demoted");
+    let e = master
+        .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
+        .await
+        .expect_err("a demoted master cannot grant");
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let deadline = Instant::now() + 10 * SEC;
+    loop {
+        let last = master.node_status()[0]
+            .last_error
+            .clone()
+            .unwrap_or_default();
+        if last.contains("is a replica") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never reconnected: {last}");
+        tokio::time::sleep(ms(50)).await;
+    }
+}
