@@ -16,6 +16,9 @@ test('the README quick start is examples/basic.mjs verbatim', () => {
   const candidates = [new URL('../README-section.md', import.meta.url), new URL('../../README.md', import.meta.url)]
   const texts = candidates.filter((u) => fs.existsSync(u)).map((u) => fs.readFileSync(u, 'utf8'))
   assert.ok(texts.some((t) => t.includes(code)), 'README Node quick start differs from examples/basic.mjs')
+  // The npm package's own README (its page on the registry) shows the same quick start.
+  const pkg = fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+  assert.ok(pkg.includes(code), 'node/README.md quick start differs from examples/basic.mjs')
 })
 
 test('examples/basic.mjs runs', { timeout: 60_000 }, async () => {

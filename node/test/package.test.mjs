@@ -1,6 +1,7 @@
 // `npm pack` yields a tarball that installs into a fresh directory (no download, the .node
 // binary is inside) and works with require('ironlock'), import … from 'ironlock', and the example;
-// its prepack script builds the release profile, so the tarball never holds a debug binary.
+// its prepack script builds the release profile, so the tarball never holds a debug binary, and
+// copies the licences in: the tarball carries README.md, LICENSE-MIT and LICENSE-APACHE.
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -74,6 +75,11 @@ test('the packed tarball installs and runs in a fresh directory', { timeout: 180
     }
     assert.ok(files.some((f) => /^ironlock\.linux-x64-gnu\.node$/.test(f)), `binary in ${files}`)
     assert.ok(!files.some((f) => f.startsWith('src/') || f.startsWith('test/')), `${files}`)
+    // Its papers: the Node README (the registry's page) and both licences of "MIT OR Apache-2.0",
+    // copied from the repository root by prepack.
+    for (const f of ['README.md', 'LICENSE-MIT', 'LICENSE-APACHE']) {
+      assert.ok(files.includes(f), `${f} in ${files}`)
+    }
     const tgz = path.join(dir, info.filename)
 
     const app = path.join(dir, 'app')
@@ -81,7 +87,12 @@ test('the packed tarball installs and runs in a fresh directory', { timeout: 180
     fs.writeFileSync(path.join(app, 'package.json'), '{"name":"app","private":true}\n')
     const installed = await run(npm, ['install', tgz, '--no-audit', '--no-fund', '--offline'], { cwd: app })
     console.log(`npm install ${info.filename}: ${installed.stdout.trim()}`)
-    const binary = path.join(app, 'node_modules/ironlock/ironlock.linux-x64-gnu.node')
+    const installedDir = path.join(app, 'node_modules/ironlock')
+    for (const f of ['LICENSE-MIT', 'LICENSE-APACHE']) {
+      assert.deepEqual(fs.readFileSync(path.join(installedDir, f)), fs.readFileSync(path.join(root, '..', f)), f)
+    }
+    assert.match(fs.readFileSync(path.join(installedDir, 'README.md'), 'utf8'), /^# ironlock \(Node\.js\)$/m)
+    const binary = path.join(installedDir, 'ironlock.linux-x64-gnu.node')
     assert.equal(debugBuild(binary), null, `the packed ${path.basename(binary)} is a debug build`)
 
     const env = { ...process.env, IRONLOCK_NODES: cluster.urls.join(',') }

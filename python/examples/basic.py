@@ -12,8 +12,11 @@ import ironlock
 nodes = os.environ.get(
     "IRONLOCK_NODES", "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003"
 ).split(",")
-# A node that restarted less than max_ttl (60 s) ago is kept out of the quorum (restart
-# quarantine). The test suite starts fresh nodes, so it sets IRONLOCK_QUARANTINE=off.
+# Restart quarantine: a node that started less than max_ttl + drift + 1 s ago (about a minute
+# by default) does not count toward the quorum, so on freshly started redis-server nodes the
+# first acquires fail with QuorumUnavailableError; nodes up for a minute are unaffected. For
+# tests on fresh nodes pass restart_quarantine=False, as this example does when
+# IRONLOCK_QUARANTINE=off (its own convention: the library reads no such variable).
 manager = ironlock.LockManager(nodes, restart_quarantine=os.environ.get("IRONLOCK_QUARANTINE") != "off")
 
 # 1. A context manager: acquire (waiting up to 5 s), run, release.

@@ -1,5 +1,6 @@
-"""The package as users get it: stubs match the native module, the example runs, and the wheel
-(and `pip install ./python`) installs into a fresh virtualenv and imports."""
+"""The package as users get it: stubs match the native module, the example runs, the wheel
+(and `pip install ./python`) installs into a fresh virtualenv and imports, the wheel and the sdist
+carry both licences and the Python README."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,3 +168,46 @@ def test_every_public_name_and_method_has_a_docstring() -> None:
                     if not doc.strip():
                         missing.append(f"{name}.{attr}")
     assert not missing, "no docstring: " + ", ".join(missing)
+
+
+def _papers() -> Any:
+    """tests/package/papers.py, the check scripts/package runs on every artifact."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("papers", REPO / "tests" / "package" / "papers.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_wheel_carries_licences_and_python_readme(tmp_path: Path) -> None:
+    problems = _papers().check_wheel(str(_wheel(tmp_path)))
+    assert not problems, problems
+
+
+def test_sdist_carries_licences_and_python_readme(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "maturin", "sdist", "--out", str(tmp_path)],
+        cwd=PYTHON_DIR, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    (sdist,) = tmp_path.glob("ironlock-*.tar.gz")
+    papers = _papers()
+    problems = papers.check_sdist(str(sdist))
+    assert not problems, problems
+    # Negative control: the same sdist without LICENSE-MIT fails the check.
+    stripped = tmp_path / "stripped.tar.gz"
+    with tarfile.open(sdist) as src, tarfile.open(stripped, "w:gz") as dst:
+        for m in src.getmembers():
+            if not m.name.endswith("/LICENSE-MIT") or m.name.count("/") != 1:
+                dst.addfile(m, src.extractfile(m) if m.isfile() else None)
+    assert "missing LICENSE-MIT" in papers.check_sdist(str(stripped))
+
+
+def test_readmes_show_the_quick_start_verbatim() -> None:
+    code = (PYTHON_DIR / "examples" / "basic.py").read_text()
+    body = code[code.index("import os"):]
+    for readme in (REPO / "README.md", PYTHON_DIR / "README.md"):
+        assert body in readme.read_text(), f"{readme} quick start differs from examples/basic.py"
+

@@ -11,8 +11,9 @@
 #  6. runs them all: API + bad inputs, the shared corpus, 8 threads contending, C++, example,
 #     the old binary
 #  7. runs the C suite again under valgrind (--error-exitcode=1 --leak-check=full)
-#  8. installs (symlink chain .so -> .so.0 -> .so.x.y.z) into a temporary prefix and builds + runs the quick start with pkg-config and
-#     with CMake (find_package(ironlock), shared and static) against real nodes
+#  8. installs (symlink chain .so -> .so.0 -> .so.x.y.z; README, licences and examples in
+#     share/doc/ironlock) into a temporary prefix and builds + runs the quick start with
+#     pkg-config and with CMake (find_package(ironlock), shared and static) against real nodes
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$REPO"
@@ -74,16 +75,16 @@ header_version="$(macro MAJOR).$(macro MINOR).$(macro PATCH)"
 echo "Cargo: $cargo_version, header: $header_version"
 run "IRONLOCK_VERSION_* == $cargo_version" test "$cargo_version" = "$header_version"
 
-step "README quick start == ffi/examples/basic.c"
-c_section_example() { # the first ```c block after the "## C and C++" heading
-  awk '/^## C and C\+\+/ { section = 1 } section && /^```c$/ { inside = 1; next }
+step "README quick starts == ffi/examples/basic.c"
+c_section_example() { # the first ```c block after the heading that matches $2
+  awk -v heading="$2" '$0 ~ heading { section = 1 } section && /^```c$/ { inside = 1; next }
        inside && /^```$/ { exit } inside { print }' "$1"
 }
-for doc in README.md; do
-  if grep -q '^## C and C++' "$doc"; then
-    run "$doc quick start is ffi/examples/basic.c" diff -u <(c_section_example "$doc") ffi/examples/basic.c
-  fi
-done
+run "README.md quick start is ffi/examples/basic.c" \
+  diff -u <(c_section_example README.md '^## C and C\\+\\+') ffi/examples/basic.c
+# The C package's own README (README.md of the tarball and of share/doc/ironlock).
+run "ffi/README.md quick start is ffi/examples/basic.c" \
+  diff -u <(c_section_example ffi/README.md '^## Quick start') ffi/examples/basic.c
 
 step "compile (C11 -Wall -Wextra -Werror, C++17 -pedantic; shared and static)"
 make -s -C tests/c -j2
@@ -160,6 +161,8 @@ trap 'rm -f "$fresh"; rm -rf "$PREFIX"' EXIT
 make -s -C ffi install PREFIX="$PREFIX" PROFILE=debug
 ls -R "$PREFIX" | sed 's/^/  /'
 ls -l "$PREFIX/lib" | grep libironlock.so | sed 's/^/  /'
+run "install: README.md, LICENSE-MIT, LICENSE-APACHE and examples/ in share/doc/ironlock" sh -c \
+  "cd '$PREFIX/share/doc/ironlock' && cmp README.md '$REPO/ffi/README.md' && cmp LICENSE-MIT '$REPO/LICENSE-MIT' && cmp LICENSE-APACHE '$REPO/LICENSE-APACHE' && cmp examples/basic.c '$REPO/ffi/examples/basic.c' && cmp examples/basic.cpp '$REPO/ffi/examples/basic.cpp'"
 run "install: libironlock.so -> .so.0 -> .so.<version>, SONAME .so.0" sh -c \
   "[ \"\$(readlink '$PREFIX/lib/libironlock.so')\" = libironlock.so.0 ] && readlink '$PREFIX/lib/libironlock.so.0' | grep -q '^libironlock.so.0\.[0-9]*\.[0-9]*\$' && [ -f \"$PREFIX/lib/\$(readlink '$PREFIX/lib/libironlock.so.0')\" ]"
 export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"

@@ -7,8 +7,16 @@
     with manager.lock("invoice:42", ttl=10.0, wait=5.0) as lock:
         ...  # keep the work shorter than lock.remaining
 
+Restart quarantine: a node that has been up for less than ``max_ttl`` + drift + 1 s (``max_ttl``
+is 60 s by default, so about a minute) does not count toward the quorum, because a node that
+restarted without persistence forgot its locks. On freshly started redis-server nodes the first
+acquires therefore fail with ``QuorumUnavailableError`` ("... nodes are in restart quarantine").
+Nodes that have been up for a minute, as in production, are unaffected. For tests on fresh nodes
+pass ``restart_quarantine=False`` (ironlock reads no environment variable for it; the examples
+use ``IRONLOCK_QUARANTINE=off`` as their own switch).
+
 Blocking calls release the GIL and honour Ctrl-C; ``AsyncLockManager`` offers the same as
-coroutines. See the README's "Python" section for the rules on threads, fork and errors.
+coroutines. The package README (the PyPI page) has the rules on threads, fork and errors.
 """
 
 from __future__ import annotations
