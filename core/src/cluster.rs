@@ -53,7 +53,7 @@ impl Cluster {
             alarm: Alarm::new(rt.clone()),
             epoch_key: crate::scripts::epoch_key(&config.key_prefix),
             master_key: crate::scripts::master_key(&config.key_prefix),
-            identities: crate::node::Identities::new(
+            identities: crate::topology::Identities::new(
                 specs
                     .iter()
                     .map(|s| Arc::from(s.display.as_str()))

@@ -4,7 +4,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
+pub use crate::urls::{NodeParts, node_url, nodes_from_env, redact_url, split_node_list};
+pub(crate) use crate::urls::{NodeSpec, SentinelSpec};
+use crate::urls::{parse_node, server_identity};
 
 /// Settings of a [`LockManager`](crate::LockManager). Built with chained setters; validated by
 /// [`LockManager::new`](crate::LockManager::new), which names the first bad argument.
@@ -42,6 +45,8 @@ pub struct Config {
     pub(crate) tls_server_name: Option<String>,
     /// Per-node TLS, by node index (validated against the node list).
     pub(crate) node_tls: BTreeMap<usize, NodeTls>,
+    pub(crate) sentinel_username: Option<String>,
+    pub(crate) sentinel_password: Option<String>,
 }
 
 /// TLS settings of one node that override the manager's for that node only; a field left `None`
@@ -122,6 +127,8 @@ impl Config {
             tls_client_key: None,
             tls_server_name: None,
             node_tls: BTreeMap::new(),
+            sentinel_username: None,
+            sentinel_password: None,
         }
     }
 
@@ -185,6 +192,22 @@ setters! {
 }
 
 impl Config {
+    /// The ACL user name that `redis-sentinel://` voters log in to their sentinels with (the
+    /// URL's own credentials are the data nodes'). Default: none.
+    #[must_use]
+    pub fn sentinel_username(mut self, user: Option<String>) -> Self {
+        self.sentinel_username = user;
+        self
+    }
+
+    /// The password that `redis-sentinel://` voters log in to their sentinels with (a
+    /// sentinel's `requirepass`). Never shown in `Debug` or errors. Default: none.
+    #[must_use]
+    pub fn sentinel_password(mut self, password: Option<String>) -> Self {
+        self.sentinel_password = password;
+        self
+    }
+
     /// Prepended to every resource name to form the Redis key. Default empty.
     #[must_use]
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -299,17 +322,13 @@ impl fmt::Debug for Config {
             )
             .field("tls_server_name", &self.tls_server_name)
             .field("node_tls", &self.node_tls)
+            .field("sentinel_username", &self.sentinel_username)
+            .field(
+                "sentinel_password",
+                &self.sentinel_password.as_ref().map(|_| "***"),
+            )
             .finish()
     }
-}
-
-/// One validated node: what to connect to, how to show it, and what to scrub from error texts.
-pub(crate) struct NodeSpec {
-    pub(crate) info: redis::ConnectionInfo,
-    pub(crate) display: String,
-    /// The TLS it connects with (for `rediss://` nodes).
-    pub(crate) tls: EffectiveTls,
-    pub(crate) secret: Option<String>,
 }
 
 impl Config {
@@ -414,7 +433,7 @@ impl Config {
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut specs = Vec::with_capacity(self.nodes.len());
         for (i, url) in self.nodes.iter().enumerate() {
-            let mut spec = parse_node(i, url)?;
+            let mut spec = parse_node(i, url, self)?;
             let tls = matches!(spec.info.addr(), redis::ConnectionAddr::TcpTls { .. });
             if !tls && self.node_tls.contains_key(&i) {
                 return Err(Error::invalid(format!(
@@ -425,7 +444,11 @@ impl Config {
             if tls {
                 spec.tls = self.effective_tls(i);
             }
-            if let Some(&first) = seen.get(&server_identity(spec.info.addr())) {
+            let identity = match &spec.sentinel {
+                Some(s) => format!("sentinel:{}", s.master),
+                None => server_identity(spec.info.addr()),
+            };
+            if let Some(&first) = seen.get(&identity) {
                 let earlier: &NodeSpec = &specs[first];
                 return Err(Error::invalid(format!(
                     "nodes[{i}]: duplicate node {}: the same server as nodes[{first}] ({}); one server is one vote, whatever its database number",
@@ -433,7 +456,7 @@ impl Config {
                     cut(&earlier.display)
                 )));
             }
-            seen.insert(server_identity(spec.info.addr()), i);
+            seen.insert(identity, i);
             specs.push(spec);
         }
         Ok(specs)
@@ -517,306 +540,6 @@ fn nonzero(name: &str, d: Duration) -> Result<()> {
 
 /// How to write a password or user name with reserved characters, quoted by every error about
 /// a URL whose credentials did not parse.
-const ENCODE_HINT: &str = "if the user name or password holds reserved characters, \
-percent-encode them (# as %23, ? as %3F, / as %2F, @ as %40, : in a user name as %3A)";
-
-/// Which server an address names, as far as the text tells: the host in lower case without a
-/// trailing dot, `localhost`, `127.0.0.1` and `::1` as one loopback host, and the port (the
-/// database number does not make another server). Names that only DNS or the server itself can
-/// tell apart are caught at connection by the server's `run_id`.
-fn server_identity(addr: &redis::ConnectionAddr) -> String {
-    let (host, port) = match addr {
-        redis::ConnectionAddr::Tcp(host, port) => (host.as_str(), *port),
-        redis::ConnectionAddr::TcpTls { host, port, .. } => (host.as_str(), *port),
-        redis::ConnectionAddr::Unix(path) => return format!("unix:{}", path.display()),
-        other => return format!("{other:?}"),
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-    let host = match host.as_str() {
-        "localhost" | "127.0.0.1" | "::1" | "0:0:0:0:0:0:0:1" => "loopback",
-        h => h,
-    };
-    format!("tcp:{host}:{port}")
-}
-
-fn parse_node(i: usize, url: &str) -> Result<NodeSpec> {
-    let name = format!("nodes[{i}]");
-    if url.trim().is_empty() {
-        return Err(Error::invalid(format!("{name}: empty URL")));
-    }
-    let display = redact_url(url);
-    // What messages quote: cut to ~80 characters.
-    let shown = cut(&display);
-    let Some((scheme, _)) = url.split_once("://") else {
-        return Err(Error::invalid(format!(
-            "{name}: unparsable URL {shown:?} (expected redis://, rediss:// or unix://)"
-        )));
-    };
-    let plausible = !scheme.is_empty()
-        && scheme
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
-    if !plausible {
-        return Err(Error::invalid(format!(
-            "{name}: unparsable URL {shown} (expected redis://, rediss:// or unix://)"
-        )));
-    }
-    if !matches!(
-        scheme,
-        "redis" | "rediss" | "unix" | "redis+unix" | "valkey" | "valkeys"
-    ) {
-        return Err(Error::new(
-            ErrorKind::Connection,
-            format!(
-                "{name}: unsupported scheme {:?} in {shown} (expected redis://, rediss:// or unix://)",
-                cut(scheme)
-            ),
-        ));
-    }
-    let parsed = url::Url::parse(url);
-    if let Ok(u) = &parsed
-        && let Some(what) = misplaced_text(u)
-    {
-        return Err(Error::invalid(format!(
-            "{name}: unparsable URL {shown}: {what}; {ENCODE_HINT}"
-        )));
-    }
-    let info: redis::ConnectionInfo = redis::IntoConnectionInfo::into_connection_info(url)
-        .map_err(|e| {
-            let secret = parsed.as_ref().ok().and_then(|u| u.password());
-            let why = scrub(&e.to_string(), secret);
-            let hint = if url.contains('@') {
-                format!("; {ENCODE_HINT}")
-            } else {
-                String::new()
-            };
-            Error::invalid(format!("{name}: unparsable URL {shown}: {why}{hint}"))
-        })?;
-    let secret = info.redis_settings().password().map(str::to_owned);
-    Ok(NodeSpec {
-        info,
-        display,
-        tls: EffectiveTls::default(),
-        secret,
-    })
-}
-
-/// Text that a Redis URL never holds where the parser put it, and that most likely is a piece of
-/// a password with an unencoded `#`, `?`, `/` or `@`: a fragment, or an `@` after the host.
-fn misplaced_text(u: &url::Url) -> Option<&'static str> {
-    if u.fragment().is_some() {
-        return Some("it has a '#' part, which a Redis URL never has");
-    }
-    let unix = matches!(u.scheme(), "unix" | "redis+unix");
-    if (!unix && u.path().contains('@')) || u.query().is_some_and(|q| q.contains('@')) {
-        return Some("an '@' follows the host");
-    }
-    None
-}
-
-/// The URL with any password (userinfo or `pass`/`password` query parameter) replaced by `***`.
-///
-/// When the text does not parse as a URL, or parses in a way that may leave a secret in plain
-/// sight (an `@` or a `pass=` the parser did not treat as credentials, a `#` part), everything
-/// before the last `@` (the whole userinfo, whatever characters the password holds) and
-/// everything after the host are hidden instead.
-pub fn redact_url(raw: &str) -> String {
-    // A second `@` means a password with an unencoded `@` (the parser ends the userinfo at the
-    // first one; a reader, and the fallback, at the last).
-    if let Ok(mut u) = url::Url::parse(raw)
-        && u.fragment().is_none()
-        && raw.matches('@').count() <= 1
-    {
-        if u.password().is_some() {
-            let _ = u.set_password(Some("***"));
-        }
-        if u.query().is_some() {
-            // Once a password is in the query, an unencoded `&` or `=` in it would read as
-            // further pairs: only a numeric `db` is shown beside the mask then.
-            let has_secret = u
-                .query_pairs()
-                .any(|(k, _)| matches!(k.as_ref(), "pass" | "password"));
-            let pairs: Vec<(String, String)> = u
-                .query_pairs()
-                .filter_map(|(k, v)| match k.as_ref() {
-                    "pass" | "password" => Some((k.into_owned(), "***".to_owned())),
-                    "db" if v.bytes().all(|b| b.is_ascii_digit()) => {
-                        Some((k.into_owned(), v.into_owned()))
-                    }
-                    _ if has_secret => None,
-                    _ => Some((k.into_owned(), v.into_owned())),
-                })
-                .collect();
-            u.query_pairs_mut().clear().extend_pairs(pairs);
-        }
-        let shown = u.to_string();
-        if looks_clean(&shown) {
-            return shown;
-        }
-    }
-    redact_conservatively(raw)
-}
-
-/// True when every `@` follows our own mask, no `@` hides percent-encoded in the text, and every
-/// `pass=` value is masked.
-fn looks_clean(shown: &str) -> bool {
-    let ats_masked = shown
-        .match_indices('@')
-        .all(|(i, _)| shown[..i].ends_with(":***"))
-        && !shown.to_ascii_lowercase().contains("%40");
-    let passes_masked = ["pass=", "password="].iter().all(|p| {
-        shown
-            .match_indices(p)
-            .all(|(i, _)| shown[i + p.len()..].starts_with("***"))
-    });
-    ats_masked && passes_masked
-}
-
-/// Keeps a plausible scheme and the host; hides the rest.
-///
-/// A userinfo ends at the LAST `@` (a password may hold `@`, `#`, `?` and `/` unencoded), so
-/// everything before it is hidden; the host is what follows it, up to a `/`, `?` or `#`. Text
-/// without `@` has no userinfo: its authority is kept, except a "port" that is not a number
-/// (`redis://:pw` reads as a password there).
-fn redact_conservatively(raw: &str) -> String {
-    let (scheme, rest) = match raw.split_once("://") {
-        Some((s, r))
-            if !s.is_empty()
-                && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
-        {
-            (format!("{s}://"), r)
-        }
-        _ => (String::new(), raw),
-    };
-    // A query password runs to the end of the text, whatever it holds: nothing after it shows.
-    // A `pass=` before the last `@` is ambiguous (an `@` in a query password, or a `pass=` in a
-    // userinfo password): then nothing but the scheme shows.
-    let query_password = rest.find("pass=").or_else(|| rest.find("password="));
-    if let (Some(p), Some(at)) = (query_password, rest.rfind('@'))
-        && p < at
-    {
-        return format!("{scheme}***");
-    }
-    let rest = match query_password {
-        Some(i) => &rest[..i],
-        None => rest,
-    };
-    let cut = |t: &str| t.split(['/', '?', '#']).next().unwrap_or("").to_owned();
-    match rest.rsplit_once('@') {
-        Some((_, host)) => format!("{scheme}***@{}", cut(host)),
-        None => {
-            let authority = cut(rest);
-            let port_at = authority
-                .rfind(':')
-                .filter(|&i| !authority[i..].contains(']'));
-            match port_at {
-                Some(i) if !authority[i + 1..].bytes().all(|b| b.is_ascii_digit()) => {
-                    format!("{scheme}{}:***", &authority[..i])
-                }
-                _ => format!("{scheme}{authority}"),
-            }
-        }
-    }
-}
-
-/// Splits a binding's single node string: comma-separated URLs, blanks around commas ignored.
-/// An empty entry is an error naming `what` (the argument or variable the text came from).
-pub fn split_node_list(what: &str, text: &str) -> Result<Vec<String>> {
-    let nodes: Vec<String> = text.split(',').map(|s| s.trim().to_owned()).collect();
-    if nodes.iter().any(String::is_empty) {
-        return Err(Error::invalid(format!(
-            "{what}: empty entry in the comma-separated list of node URLs"
-        )));
-    }
-    Ok(nodes)
-}
-
-/// The nodes to use when a caller gives none (the same rule in every language and the CLI):
-/// `IRONLOCK_NODES` (comma-separated), else `REDIS_URL`; `Ok(None)` when neither is set.
-pub fn nodes_from_env() -> Result<Option<Vec<String>>> {
-    for var in ["IRONLOCK_NODES", "REDIS_URL"] {
-        if let Ok(text) = std::env::var(var)
-            && !text.trim().is_empty()
-        {
-            return split_node_list(var, &text).map(Some);
-        }
-    }
-    Ok(None)
-}
-
-/// A node given as parts (redis-py's keywords, ioredis's options), for [`node_url`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeParts {
-    /// Host name or address (default `127.0.0.1`); ignored when `path` is set.
-    pub host: Option<String>,
-    /// TCP port (default 6379).
-    pub port: Option<u16>,
-    /// Unix socket path (a `unix://` URL).
-    pub path: Option<String>,
-    /// ACL user name.
-    pub username: Option<String>,
-    /// Password (AUTH).
-    pub password: Option<String>,
-    /// Database number.
-    pub db: Option<i64>,
-    /// TLS (`rediss://`).
-    pub tls: bool,
-}
-
-/// The URL of a node given as parts; the user name and password are percent-encoded, so they
-/// may hold any character.
-pub fn node_url(parts: &NodeParts) -> Result<String> {
-    let mut u = match &parts.path {
-        Some(path) => {
-            let mut u = url::Url::parse("unix:///").expect("a valid base URL");
-            u.set_path(path);
-            if let Some(db) = parts.db {
-                u.query_pairs_mut().append_pair("db", &db.to_string());
-            }
-            u
-        }
-        None => {
-            let scheme = if parts.tls { "rediss" } else { "redis" };
-            let host = parts.host.as_deref().unwrap_or("127.0.0.1");
-            let host = if host.contains(':') && !host.starts_with('[') {
-                format!("[{host}]")
-            } else {
-                host.to_owned()
-            };
-            let port = parts.port.unwrap_or(6379);
-            let db = parts.db.map(|d| format!("/{d}")).unwrap_or_default();
-            url::Url::parse(&format!("{scheme}://{host}:{port}{db}")).map_err(|e| {
-                Error::invalid(format!(
-                    "host: {:?} is not a host name ({e})",
-                    cut(host.as_str())
-                ))
-            })?
-        }
-    };
-    if parts.path.is_some() {
-        if let Some(p) = &parts.password {
-            u.query_pairs_mut().append_pair("pass", p);
-        }
-        if let Some(user) = &parts.username {
-            u.query_pairs_mut().append_pair("user", user);
-        }
-        return Ok(u.to_string());
-    }
-    // `set_username` / `set_password` encode the reserved characters but leave a `%` as it is,
-    // which the reader would then decode: encode it first.
-    if let Some(user) = &parts.username {
-        u.set_username(&user.replace('%', "%25"))
-            .map_err(|()| Error::invalid("username: cannot be set on this URL"))?;
-    }
-    if let Some(p) = &parts.password {
-        u.set_password(Some(&p.replace('%', "%25")))
-            .map_err(|()| Error::invalid("password: cannot be set on this URL"))?;
-    }
-    Ok(u.to_string())
-}
-
 /// Resource names for a message, cut like [`cut`].
 pub(crate) fn quote_resources<S: AsRef<str>>(resources: &[S]) -> String {
     let names: Vec<&str> = resources.iter().map(AsRef::as_ref).collect();
@@ -940,6 +663,7 @@ pub fn resource_from_bytes(index: usize, bytes: &[u8]) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
 
     #[test]
     fn redacts_userinfo_and_query_passwords() {

@@ -42,6 +42,8 @@ pub mod scripts;
 mod settings;
 mod stats;
 mod token;
+mod topology;
+mod urls;
 
 pub use acquire::{AcquireOptions, MAX_SEMAPHORE_LIMIT};
 pub use config::{

@@ -10,8 +10,9 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
 use crate::alarm::Alarm;
-use crate::config::{NodeSpec, scrub};
+use crate::config::{EffectiveTls, NodeSpec, SentinelSpec, scrub};
 use crate::drain::{Draining, InFlight};
+use crate::topology::{self, Identities, ServerInfo, build_client, parse_info};
 
 /// Resolves a TLS server name to the host the node's URL gives (the connection goes to that
 /// host; the certificate is checked against the name).
@@ -81,73 +82,6 @@ impl Failure {
     }
 }
 
-/// Which server each of a manager's nodes turned out to be, by the `run_id` (or data epoch) read
-/// at its last connection: two URLs that name one server (a DNS alias, a second address of the
-/// same host) must never be counted as two votes. The later one in the node list does not count
-/// while both say they are the same server.
-pub(crate) struct Identities {
-    displays: Vec<Arc<str>>,
-    ids: Mutex<Vec<Option<String>>>,
-    /// Bit i: node i is the same server as an earlier node (read on every vote, without a lock).
-    shadowed: AtomicU64,
-}
-
-impl Identities {
-    pub(crate) fn new(displays: Vec<Arc<str>>) -> Arc<Identities> {
-        let n = displays.len();
-        Arc::new(Identities {
-            displays,
-            ids: Mutex::new(vec![None; n]),
-            shadowed: AtomicU64::new(0),
-        })
-    }
-
-    /// Records what node `index` said it is, and which nodes are now one server with an earlier.
-    fn record(&self, index: usize, id: &str) {
-        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
-        ids[index] = (!id.is_empty()).then(|| id.to_owned());
-        let mut mask = 0u64;
-        for (i, id) in ids.iter().enumerate() {
-            if id.is_some() && ids[..i].contains(id) {
-                mask |= 1 << i;
-            }
-        }
-        self.shadowed.store(mask, Ordering::Release);
-    }
-
-    fn is_shadowed(&self, index: usize) -> bool {
-        self.shadowed.load(Ordering::Acquire) & (1 << index) != 0
-    }
-
-    /// The earlier node that node `index` is the same server as, with its URL and the id.
-    pub(crate) fn same_as(&self, index: usize) -> Option<(usize, Arc<str>, String)> {
-        if !self.is_shadowed(index) {
-            return None;
-        }
-        let ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
-        let id = ids[index].clone()?;
-        let first = ids.iter().position(|other| other.as_deref() == Some(&id))?;
-        (first < index).then(|| (first, self.displays[first].clone(), id))
-    }
-}
-
-/// What `INFO server` and `INFO replication` said at the last (re)connection.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ServerInfo {
-    pub(crate) run_id: String,
-    pub(crate) version: String,
-    pub(crate) uptime: Duration,
-    /// `role`: `master` or `slave`; empty when not read (no `INFO`).
-    pub(crate) role: String,
-    /// A replica's master, `host:port`.
-    pub(crate) master_of_replica: String,
-    /// `master_replid`: changes when a replica is promoted (and at every start).
-    pub(crate) replid: String,
-    /// `master_replid2` is set: this master was promoted from a replica during its lifetime
-    /// (a failover, `REPLICAOF NO ONE`), so it may lack keys its old master granted.
-    pub(crate) promoted: bool,
-}
-
 /// Why a node's "yes" does not count yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Quarantine {
@@ -170,6 +104,8 @@ struct State {
     last_error: Option<String>,
     /// Set by [`Node::close`]: no connection is kept or made any more.
     closed: bool,
+    /// A Sentinel voter's master, as the sentinels named it at the last connection.
+    master: Option<String>,
 }
 
 /// Counters of one node's votes since the manager started.
@@ -191,7 +127,11 @@ pub(crate) struct Node {
     index: usize,
     identities: Arc<Identities>,
     secret: Option<String>,
-    client: redis::Client,
+    /// The data node's client: fixed for a standalone voter; for a Sentinel voter, rebuilt for
+    /// the master the sentinels name at each (re)connection.
+    client: Mutex<redis::Client>,
+    /// A Sentinel-managed voter: its sentinels, and the data nodes' connection template.
+    sentinel: Option<(SentinelSpec, redis::ConnectionInfo, EffectiveTls)>,
     /// With a TLS server name other than the URL's host: the client connects to the name (so
     /// that the certificate is checked against it) and this resolves the name to the URL's host.
     pinned: Option<Pinned>,
@@ -249,6 +189,14 @@ pub struct NodeStatus {
     /// The earlier node in the list that this one turned out to be (the same `run_id`): its
     /// votes do not count, since one server is one vote.
     pub same_server_as: Option<usize>,
+    /// What kind of voter: `standalone` (one master at a fixed address) or `sentinel` (the
+    /// master a group of sentinels names).
+    pub kind: &'static str,
+    /// A Sentinel voter's current master (`host:port`), as its sentinels named it.
+    pub master: Option<String>,
+    /// Why its "yes" does not count now (restart or failover quarantine, the same server as
+    /// another node), when it does not.
+    pub not_counted_because: Option<String>,
     /// Counted "yes" votes.
     pub votes_for: u64,
     /// "No" votes.
@@ -313,22 +261,7 @@ impl Node {
             };
             info = info.set_addr(addr);
         }
-        let build = |info: redis::ConnectionInfo| -> Result<redis::Client, String> {
-            let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
-            let t = &spec.tls;
-            if tls && (t.ca_cert.is_some() || t.client.is_some()) {
-                let certs = redis::TlsCertificates {
-                    client_tls: t.client.clone().map(|(cert, key)| redis::ClientTlsConfig {
-                        client_cert: cert,
-                        client_key: key,
-                    }),
-                    root_cert: t.ca_cert.clone(),
-                };
-                redis::Client::build_with_tls(info, certs).map_err(|e| format!("tls: {e}"))
-            } else {
-                redis::Client::open(info).map_err(|e| e.to_string())
-            }
-        };
+        let build = |info: redis::ConnectionInfo| build_client(&spec.tls, info);
         let push_client = match pinned {
             Some(_) => {
                 let resp3 = info
@@ -339,13 +272,15 @@ impl Node {
             }
             None => None,
         };
-        let client = build(info)?;
+        let sentinel = spec.sentinel.map(|s| (s, info.clone(), spec.tls.clone()));
+        let client = Mutex::new(build(info)?);
         Ok(Arc::new(Node {
             display: settings.identities.displays[index].clone(),
             index,
             identities: settings.identities.clone(),
             secret: spec.secret,
             client,
+            sentinel,
             pinned,
             push_client,
             node_timeout: settings.node_timeout,
@@ -360,6 +295,7 @@ impl Node {
                 connected_at: None,
                 last_error: Some("not connected yet".to_owned()),
                 closed: false,
+                master: None,
             }),
             reconnecting: AtomicBool::new(false),
             unresolvable: AtomicBool::new(false),
@@ -378,7 +314,7 @@ impl Node {
     /// `(channel, payload)` messages, which end when the connection does.
     pub(crate) async fn subscriber(&self) -> redis::RedisResult<(Subscriber, Messages)> {
         let Some(client) = &self.push_client else {
-            let (sink, stream) = self.client.get_async_pubsub().await?.split();
+            let (sink, stream) = self.client().get_async_pubsub().await?.split();
             let messages = stream.map(|m| {
                 let payload: String = m.get_payload().unwrap_or_default();
                 (m.get_channel_name().to_owned(), payload)
@@ -502,7 +438,8 @@ impl Node {
     /// Resolves a TCP node's host name first, so that a name that does not resolve is reported
     /// as such ("cannot resolve host …"), not as whatever the connect attempt says.
     async fn resolve(&self) -> Result<(), String> {
-        let (host, port) = match self.client.get_connection_info().addr() {
+        let client = self.client();
+        let (host, port) = match client.get_connection_info().addr() {
             redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
             redis::ConnectionAddr::TcpTls { host, port, .. } => match &self.pinned {
                 Some(p) => (p.host.clone(), *port),
@@ -530,7 +467,29 @@ impl Node {
         }
     }
 
+    /// The data node's client (cheap to clone).
+    fn client(&self) -> redis::Client {
+        self.client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Points a Sentinel voter's client at the master its sentinels name now.
+    async fn find_master(&self) -> Result<(), String> {
+        let Some((spec, template, tls)) = &self.sentinel else {
+            return Ok(());
+        };
+        let (client, master) =
+            topology::find_master(spec, template, tls, self.connect_timeout, |e| self.scrub(e))
+                .await?;
+        *self.client.lock().unwrap_or_else(|p| p.into_inner()) = client;
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).master = Some(master);
+        Ok(())
+    }
+
     async fn try_connect(&self) -> Result<(), String> {
+        self.find_master().await?;
         self.resolve().await?;
         let mut config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
@@ -540,7 +499,7 @@ impl Node {
             config = config.set_dns_resolver(p.clone());
         }
         let mut conn = self
-            .client
+            .client()
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|e| {
@@ -868,9 +827,10 @@ impl Node {
     /// A snapshot for [`LockManager::node_status`](crate::LockManager::node_status).
     pub(crate) fn status(&self) -> NodeStatus {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let quarantined = st.conn.is_some() && Instant::now() < st.eligible_at;
         let now = Instant::now();
         let info = st.info.clone().unwrap_or_default();
-        NodeStatus {
+        let mut status = NodeStatus {
             url: self.display.to_string(),
             connected: st.conn.is_some(),
             eligible: st.conn.is_some()
@@ -885,6 +845,13 @@ impl Node {
                 .unwrap_or_default(),
             last_error: st.last_error.clone(),
             same_server_as: self.identities.same_as(self.index).map(|(i, _, _)| i),
+            kind: if self.sentinel.is_some() {
+                "sentinel"
+            } else {
+                "standalone"
+            },
+            master: st.master.clone(),
+            not_counted_because: None,
             votes_for: self.counters.votes_for.load(Ordering::Relaxed),
             votes_against: self.counters.votes_against.load(Ordering::Relaxed),
             errors: self.counters.errors.load(Ordering::Relaxed),
@@ -893,7 +860,12 @@ impl Node {
             reconnects: self.counters.reconnects.load(Ordering::Relaxed),
             reseats: self.counters.reseats.load(Ordering::Relaxed),
             quarantines: self.counters.quarantines.load(Ordering::Relaxed),
+        };
+        drop(st);
+        if quarantined || self.identities.is_shadowed(self.index) {
+            status.not_counted_because = Some(self.quarantine_text());
         }
+        status
     }
 }
 
@@ -921,65 +893,4 @@ fn with_tls_hint(text: String, tls: bool) -> String {
         return text;
     };
     format!("{text} ({hint})")
-}
-
-fn parse_info(raw: &str) -> ServerInfo {
-    let mut info = ServerInfo::default();
-    for line in raw.lines() {
-        let Some((k, v)) = line.trim().split_once(':') else {
-            continue;
-        };
-        match k {
-            "run_id" => info.run_id = v.to_owned(),
-            "redis_version" | "valkey_version" if info.version.is_empty() => {
-                info.version = v.to_owned()
-            }
-            "uptime_in_seconds" => {
-                info.uptime = Duration::from_secs(v.parse().unwrap_or(0));
-            }
-            "role" => info.role = v.to_owned(),
-            "master_host" => info.master_of_replica.insert_str(0, v),
-            "master_port" => {
-                info.master_of_replica.push(':');
-                info.master_of_replica.push_str(v);
-            }
-            "master_replid" => info.replid = v.to_owned(),
-            "master_replid2" => info.promoted = v.bytes().any(|b| b != b'0'),
-            _ => {}
-        }
-    }
-    info
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_later_node_with_an_earlier_nodes_run_id_does_not_count() {
-        let ids = Identities::new(vec!["a".into(), "b".into(), "c".into()]);
-        ids.record(2, "R1");
-        assert!(!ids.is_shadowed(2), "alone so far");
-        ids.record(0, "R1");
-        assert!(ids.is_shadowed(2) && !ids.is_shadowed(0));
-        assert_eq!(ids.same_as(2).map(|(i, _, _)| i), Some(0));
-        ids.record(1, "R2");
-        assert!(!ids.is_shadowed(1));
-        // Node 0 restarted (a new run_id): the two are no longer known to be one server.
-        ids.record(0, "R3");
-        assert!(!ids.is_shadowed(2) && ids.same_as(2).is_none());
-        // A node that says nothing about itself matches nobody.
-        ids.record(0, "");
-        ids.record(1, "");
-        assert_eq!(ids.shadowed.load(Ordering::Relaxed), 0);
-    }
-
-    #[test]
-    fn parses_info_server() {
-        let raw = "# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n";
-        let i = parse_info(raw);
-        assert_eq!(i.run_id, "abc");
-        assert_eq!(i.version, "7.0.15");
-        assert_eq!(i.uptime, Duration::from_secs(42));
-    }
 }

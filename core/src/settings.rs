@@ -220,6 +220,18 @@ pub static SETTINGS: &[Setting] = &[
         "2 × retry_delay",
         "positive, at most a day, or unset",
     ),
+    row(
+        "sentinel_username",
+        SettingKind::Text,
+        "none",
+        "the ACL user redis-sentinel:// voters log in to their sentinels with",
+    ),
+    row(
+        "sentinel_password",
+        SettingKind::Text,
+        "none",
+        "the password redis-sentinel:// voters log in to their sentinels with (never shown)",
+    ),
 ];
 
 const fn row(
@@ -259,9 +271,14 @@ impl Config {
     pub fn set(self, name: &str, value: SettingValue) -> Result<Config> {
         let row = setting(name)?;
         let name = row.name;
+        let shown = if name == "sentinel_password" {
+            "a value (not shown)".to_owned()
+        } else {
+            format!("{value:?}")
+        };
         let wrong = || {
             Error::invalid(format!(
-                "{name}: expected {}, got {value:?}",
+                "{name}: expected {}, got {shown}",
                 match row.kind {
                     SettingKind::Count => "a whole number",
                     SettingKind::OptionalCount => "a whole number or nothing",
@@ -313,7 +330,12 @@ impl Config {
                 "fair" => self.fair(*b),
                 _ => unreachable!("every Flag row is matched"),
             },
-            (SettingKind::Text, SettingValue::Text(t)) => self.key_prefix(t.clone()),
+            (SettingKind::Text, SettingValue::Text(t)) => match name {
+                "key_prefix" => self.key_prefix(t.clone()),
+                "sentinel_username" => self.sentinel_username(Some(t.clone())),
+                "sentinel_password" => self.sentinel_password(Some(t.clone())),
+                _ => unreachable!("every Text row is matched"),
+            },
             _ => return Err(wrong()),
         })
     }

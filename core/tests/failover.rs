@@ -149,3 +149,134 @@ async fn a_replica_is_not_a_voter() {
         tokio::time::sleep(ms(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_voter_follows_its_master_through_a_failover() {
+    let group = ironlock_harness::SentinelGroup::start(1, 3).expect("sentinel group");
+    // Every data node out of the uptime-based restart quarantine.
+    std::thread::sleep(Duration::from_millis(4100));
+    let first = group.master().expect("a master");
+    let manager = LockManager::new(guarded(&group.url()))
+        .await
+        .expect("manager");
+    let status = &manager.node_status()[0];
+    assert_eq!(status.kind, "sentinel");
+    let port = group.data.nodes()[first].port();
+    assert_eq!(
+        status.master.as_deref(),
+        Some(format!("127.0.0.1:{port}").as_str())
+    );
+    assert!(status.eligible, "{status:?}");
+    assert!(
+        status.url.ends_with(&format!("#{}", group.name)),
+        "{}",
+        status.url
+    );
+
+    let key = unique("sentinel");
+    let lock = manager.acquire(&[&key], MAX_TTL).await.expect("granted");
+    let on_master = group.data.command(first, &["GET", &key]).expect("GET");
+    assert!(on_master.contains(lock.token()), "{on_master}");
+    lock.release().await;
+
+    // A real failover: the voter moves to the new master, which does not count until every
+    // lock the old one could have granted has expired.
+    let second = group.failover().expect("failover");
+    assert_ne!(first, second);
+    let deadline = Instant::now() + 20 * SEC;
+    let key = unique("sentinel-after");
+    let e = loop {
+        match manager
+            .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
+            .await
+        {
+            Err(e)
+                if e.report()
+                    .is_some_and(|r| r.nodes[0].vote == Vote::NotEligible) =>
+            {
+                break e;
+            }
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "never reached the new master: {e}"
+            ),
+            Ok(l) => panic!(
+                "the new master counted at once after a failover: {:?}",
+                l.report()
+            ),
+        }
+        tokio::time::sleep(ms(50)).await;
+    };
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let status = &manager.node_status()[0];
+    let new_port = group.data.nodes()[second].port();
+    assert_eq!(
+        status.master.as_deref(),
+        Some(format!("127.0.0.1:{new_port}").as_str())
+    );
+    assert!(
+        status
+            .not_counted_because
+            .as_deref()
+            .is_some_and(|w| w.contains("failover quarantine")),
+        "{status:?}"
+    );
+    let left = status.quarantine_remaining;
+    tokio::time::sleep(left + ms(100)).await;
+    let lock = manager
+        .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
+        .await
+        .expect("counted once the quarantine is over");
+    let on_new = group.data.command(second, &["GET", &key]).expect("GET");
+    assert!(on_new.contains(lock.token()), "{on_new}");
+    lock.release().await;
+}
+
+#[test]
+fn sentinel_urls_parse_and_bad_ones_name_the_argument() {
+    let ok = Config::new(["redis-sentinel://u:s3cret@127.0.0.1:26379,127.0.0.1:26380/2#mymaster"]);
+    ok.check().expect("valid");
+    let shown = format!("{ok:?}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+    for (url, says) in [
+        (
+            "redis-sentinel://127.0.0.1:26379",
+            "names its master after '#'",
+        ),
+        ("redis-sentinel://127.0.0.1:26379#", "master name"),
+        ("redis-sentinel://127.0.0.1:26379/x#m", "database"),
+        ("redis-sentinel://,127.0.0.1:1#m", "sentinel 0"),
+    ] {
+        let e = Config::new([url]).check().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url}: {e}");
+        assert!(
+            e.message().starts_with("nodes[0]: ") && e.message().contains(says),
+            "{url}: {e}"
+        );
+    }
+    // One master named twice is one voter twice.
+    let e = Config::new([
+        "redis-sentinel://127.0.0.1:1#m",
+        "redis-sentinel://127.0.0.1:2#m",
+    ])
+    .check()
+    .unwrap_err();
+    assert!(e.message().contains("nodes[1]: duplicate node"), "{e}");
+    // A sentinel password is never shown.
+    let c =
+        Config::new(["redis-sentinel://127.0.0.1:1#m"]).sentinel_password(Some("hunter2".into()));
+    assert!(!format!("{c:?}").contains("hunter2"));
+    // In a comma-separated node list, a sentinel URL keeps its sentinels.
+    let nodes = ironlock::split_node_list(
+        "IRONLOCK_NODES",
+        "redis-sentinel://127.0.0.1:1,127.0.0.1:2#m, redis://127.0.0.1:3",
+    )
+    .expect("list");
+    assert_eq!(
+        nodes,
+        [
+            "redis-sentinel://127.0.0.1:1,127.0.0.1:2#m",
+            "redis://127.0.0.1:3"
+        ]
+    );
+}

@@ -165,7 +165,13 @@ impl SentinelGroup {
         if !reply.starts_with("+OK") {
             return Err(format!("SENTINEL FAILOVER: {}", reply.trim()));
         }
-        self.await_new_master(old)
+        let new = self.await_new_master(old)?;
+        // The old master is alive: wait until the sentinels have made it a replica.
+        wait(Duration::from_secs(30), "the old master demoted", || {
+            raw_command(old, &["INFO", "replication"])
+                .is_ok_and(|r| info_field(&r, "role").as_deref() == Some("slave"))
+        })?;
+        Ok(new)
     }
 
     /// Waits until the sentinels name a master other than the one on `old` and it says it is

@@ -1,0 +1,241 @@
+//! What kind of server a voter is and which one answers: the `INFO` a connection reads
+//! (`run_id`, uptime, role, replication ID), the servers a manager's nodes turned out to be (one
+//! server is one vote), and the master a Sentinel voter's sentinels name.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::AsyncConnectionConfig;
+
+use crate::config::{EffectiveTls, SentinelSpec};
+
+/// Which server each of a manager's nodes turned out to be, by the `run_id` (or data epoch) read
+/// at its last connection: two URLs that name one server (a DNS alias, a second address of the
+/// same host) must never be counted as two votes. The later one in the node list does not count
+/// while both say they are the same server.
+pub(crate) struct Identities {
+    pub(crate) displays: Vec<Arc<str>>,
+    ids: Mutex<Vec<Option<String>>>,
+    /// Bit i: node i is the same server as an earlier node (read on every vote, without a lock).
+    shadowed: AtomicU64,
+}
+
+impl Identities {
+    pub(crate) fn new(displays: Vec<Arc<str>>) -> Arc<Identities> {
+        let n = displays.len();
+        Arc::new(Identities {
+            displays,
+            ids: Mutex::new(vec![None; n]),
+            shadowed: AtomicU64::new(0),
+        })
+    }
+
+    /// Records what node `index` said it is, and which nodes are now one server with an earlier.
+    pub(crate) fn record(&self, index: usize, id: &str) {
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        ids[index] = (!id.is_empty()).then(|| id.to_owned());
+        let mut mask = 0u64;
+        for (i, id) in ids.iter().enumerate() {
+            if id.is_some() && ids[..i].contains(id) {
+                mask |= 1 << i;
+            }
+        }
+        self.shadowed.store(mask, Ordering::Release);
+    }
+
+    pub(crate) fn is_shadowed(&self, index: usize) -> bool {
+        self.shadowed.load(Ordering::Acquire) & (1 << index) != 0
+    }
+
+    /// The earlier node that node `index` is the same server as, with its URL and the id.
+    pub(crate) fn same_as(&self, index: usize) -> Option<(usize, Arc<str>, String)> {
+        if !self.is_shadowed(index) {
+            return None;
+        }
+        let ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        let id = ids[index].clone()?;
+        let first = ids.iter().position(|other| other.as_deref() == Some(&id))?;
+        (first < index).then(|| (first, self.displays[first].clone(), id))
+    }
+}
+
+/// What `INFO server` and `INFO replication` said at the last (re)connection.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ServerInfo {
+    pub(crate) run_id: String,
+    pub(crate) version: String,
+    pub(crate) uptime: Duration,
+    /// `role`: `master` or `slave`; empty when not read (no `INFO`).
+    pub(crate) role: String,
+    /// A replica's master, `host:port`.
+    pub(crate) master_of_replica: String,
+    /// `master_replid`: changes when a replica is promoted (and at every start).
+    pub(crate) replid: String,
+    /// `master_replid2` is set: this master was promoted from a replica during its lifetime
+    /// (a failover, `REPLICAOF NO ONE`), so it may lack keys its old master granted.
+    pub(crate) promoted: bool,
+}
+
+/// Asks every sentinel of a Sentinel voter at once which node is the master now, and returns a
+/// client for it (built from the data nodes' `template`) and its `host:port`. A majority of the
+/// configured sentinels must name the same address: a lone sentinel cut off from the others may
+/// still name a master that was replaced.
+pub(crate) async fn find_master(
+    spec: &SentinelSpec,
+    template: &redis::ConnectionInfo,
+    tls: &EffectiveTls,
+    timeout: Duration,
+    scrub: impl Fn(&str) -> String,
+) -> Result<(redis::Client, String), String> {
+    let asks = spec.sentinels.iter().map(|info| async move {
+        let client = build_client(tls, info.clone())?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| e.to_string())?;
+        redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(&spec.master)
+            .query_async::<Option<(String, u16)>>(&mut conn)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    let answers = futures_util::future::join_all(asks).await;
+    let need = spec.sentinels.len() / 2 + 1;
+    let mut named: Vec<((String, u16), usize)> = Vec::new();
+    let mut errors = Vec::new();
+    for (k, a) in answers.into_iter().enumerate() {
+        match a {
+            Ok(Some(addr)) => match named.iter_mut().find(|(x, _)| *x == addr) {
+                Some((_, n)) => *n += 1,
+                None => named.push((addr, 1)),
+            },
+            Ok(None) => errors.push(format!(
+                "sentinel {k} knows no master named {:?}",
+                spec.master
+            )),
+            Err(e) => errors.push(format!("sentinel {k}: {}", scrub(&e))),
+        }
+    }
+    let Some(((host, port), _)) = named.iter().find(|(_, n)| *n >= need).cloned() else {
+        let said: Vec<String> = named
+            .iter()
+            .map(|((h, p), n)| format!("{h}:{p} ({n})"))
+            .collect();
+        return Err(format!(
+            "no majority of the {} sentinels names the master of {:?} (need {need}; named: {}{}{})",
+            spec.sentinels.len(),
+            spec.master,
+            if said.is_empty() {
+                "none".to_owned()
+            } else {
+                said.join(", ")
+            },
+            if errors.is_empty() { "" } else { "; " },
+            errors.join("; ")
+        ));
+    };
+    let addr = match template.addr() {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => redis::ConnectionAddr::TcpTls {
+            host: host.clone(),
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(host.clone(), port),
+    };
+    let client = build_client(tls, template.clone().set_addr(addr))?;
+    Ok((client, format!("{host}:{port}")))
+}
+
+/// A client for `info`, with the node's CA and client certificate when it uses TLS.
+pub(crate) fn build_client(
+    tls: &EffectiveTls,
+    info: redis::ConnectionInfo,
+) -> Result<redis::Client, String> {
+    let uses_tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+    if uses_tls && (tls.ca_cert.is_some() || tls.client.is_some()) {
+        let certs = redis::TlsCertificates {
+            client_tls: tls
+                .client
+                .clone()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert,
+                    client_key: key,
+                }),
+            root_cert: tls.ca_cert.clone(),
+        };
+        redis::Client::build_with_tls(info, certs).map_err(|e| format!("tls: {e}"))
+    } else {
+        redis::Client::open(info).map_err(|e| e.to_string())
+    }
+}
+
+pub(crate) fn parse_info(raw: &str) -> ServerInfo {
+    let mut info = ServerInfo::default();
+    for line in raw.lines() {
+        let Some((k, v)) = line.trim().split_once(':') else {
+            continue;
+        };
+        match k {
+            "run_id" => info.run_id = v.to_owned(),
+            "redis_version" | "valkey_version" if info.version.is_empty() => {
+                info.version = v.to_owned()
+            }
+            "uptime_in_seconds" => {
+                info.uptime = Duration::from_secs(v.parse().unwrap_or(0));
+            }
+            "role" => info.role = v.to_owned(),
+            "master_host" => info.master_of_replica.insert_str(0, v),
+            "master_port" => {
+                info.master_of_replica.push(':');
+                info.master_of_replica.push_str(v);
+            }
+            "master_replid" => info.replid = v.to_owned(),
+            "master_replid2" => info.promoted = v.bytes().any(|b| b != b'0'),
+            _ => {}
+        }
+    }
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_later_node_with_an_earlier_nodes_run_id_does_not_count() {
+        let ids = Identities::new(vec!["a".into(), "b".into(), "c".into()]);
+        ids.record(2, "R1");
+        assert!(!ids.is_shadowed(2), "alone so far");
+        ids.record(0, "R1");
+        assert!(ids.is_shadowed(2) && !ids.is_shadowed(0));
+        assert_eq!(ids.same_as(2).map(|(i, _, _)| i), Some(0));
+        ids.record(1, "R2");
+        assert!(!ids.is_shadowed(1));
+        // Node 0 restarted (a new run_id): the two are no longer known to be one server.
+        ids.record(0, "R3");
+        assert!(!ids.is_shadowed(2) && ids.same_as(2).is_none());
+        // A node that says nothing about itself matches nobody.
+        ids.record(0, "");
+        ids.record(1, "");
+        assert_eq!(ids.shadowed.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn parses_info_server() {
+        let raw = "# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n";
+        let i = parse_info(raw);
+        assert_eq!(i.run_id, "abc");
+        assert_eq!(i.version, "7.0.15");
+        assert_eq!(i.uptime, Duration::from_secs(42));
+    }
+}

@@ -1,0 +1,495 @@
+//! Node URLs: parsing (standalone `redis://`, `rediss://`, `unix://`, and Sentinel voters'
+//! `redis-sentinel://`), the server each names, node lists, and redaction of passwords.
+
+use crate::config::{Config, EffectiveTls, cut, scrub};
+use crate::error::{Error, ErrorKind, Result};
+
+/// One validated node: what to connect to, how to show it, and what to scrub from error texts.
+pub(crate) struct NodeSpec {
+    pub(crate) info: redis::ConnectionInfo,
+    pub(crate) display: String,
+    /// The TLS it connects with (for `rediss://` nodes).
+    pub(crate) tls: EffectiveTls,
+    pub(crate) secret: Option<String>,
+    /// A Sentinel-managed master: `info` is then the template of the data node's connection
+    /// (credentials, database, TLS) whose address the sentinels give.
+    pub(crate) sentinel: Option<SentinelSpec>,
+}
+
+/// The sentinels that name a voter's master, and the master's name among them.
+#[derive(Clone)]
+pub(crate) struct SentinelSpec {
+    pub(crate) sentinels: Vec<redis::ConnectionInfo>,
+    pub(crate) master: String,
+}
+
+const ENCODE_HINT: &str = "if the user name or password holds reserved characters, \
+percent-encode them (# as %23, ? as %3F, / as %2F, @ as %40, : in a user name as %3A)";
+
+/// Which server an address names, as far as the text tells: the host in lower case without a
+/// trailing dot, `localhost`, `127.0.0.1` and `::1` as one loopback host, and the port (the
+/// database number does not make another server). Names that only DNS or the server itself can
+/// tell apart are caught at connection by the server's `run_id`.
+pub(crate) fn server_identity(addr: &redis::ConnectionAddr) -> String {
+    let (host, port) = match addr {
+        redis::ConnectionAddr::Tcp(host, port) => (host.as_str(), *port),
+        redis::ConnectionAddr::TcpTls { host, port, .. } => (host.as_str(), *port),
+        redis::ConnectionAddr::Unix(path) => return format!("unix:{}", path.display()),
+        other => return format!("{other:?}"),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    let host = match host.as_str() {
+        "localhost" | "127.0.0.1" | "::1" | "0:0:0:0:0:0:0:1" => "loopback",
+        h => h,
+    };
+    format!("tcp:{host}:{port}")
+}
+
+pub(crate) fn parse_node(i: usize, url: &str, config: &Config) -> Result<NodeSpec> {
+    let name = format!("nodes[{i}]");
+    if url.trim().is_empty() {
+        return Err(Error::invalid(format!("{name}: empty URL")));
+    }
+    for (prefix, tls) in [("redis-sentinel://", false), ("rediss-sentinel://", true)] {
+        if url.starts_with(prefix) {
+            let auth = (
+                config.sentinel_username.as_deref(),
+                config.sentinel_password.as_deref(),
+            );
+            return parse_sentinel(i, url, tls, auth);
+        }
+    }
+    let display = redact_url(url);
+    // What messages quote: cut to ~80 characters.
+    let shown = cut(&display);
+    let Some((scheme, _)) = url.split_once("://") else {
+        return Err(Error::invalid(format!(
+            "{name}: unparsable URL {shown:?} (expected redis://, rediss://, unix:// or redis-sentinel://)"
+        )));
+    };
+    let plausible = !scheme.is_empty()
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
+    if !plausible {
+        return Err(Error::invalid(format!(
+            "{name}: unparsable URL {shown} (expected redis://, rediss://, unix:// or redis-sentinel://)"
+        )));
+    }
+    if !matches!(
+        scheme,
+        "redis" | "rediss" | "unix" | "redis+unix" | "valkey" | "valkeys"
+    ) {
+        return Err(Error::new(
+            ErrorKind::Connection,
+            format!(
+                "{name}: unsupported scheme {:?} in {shown} (expected redis://, rediss://, unix:// or redis-sentinel://)",
+                cut(scheme)
+            ),
+        ));
+    }
+    let parsed = url::Url::parse(url);
+    if let Ok(u) = &parsed
+        && let Some(what) = misplaced_text(u)
+    {
+        return Err(Error::invalid(format!(
+            "{name}: unparsable URL {shown}: {what}; {ENCODE_HINT}"
+        )));
+    }
+    let info: redis::ConnectionInfo = redis::IntoConnectionInfo::into_connection_info(url)
+        .map_err(|e| {
+            let secret = parsed.as_ref().ok().and_then(|u| u.password());
+            let why = scrub(&e.to_string(), secret);
+            let hint = if url.contains('@') {
+                format!("; {ENCODE_HINT}")
+            } else {
+                String::new()
+            };
+            Error::invalid(format!("{name}: unparsable URL {shown}: {why}{hint}"))
+        })?;
+    let secret = info.redis_settings().password().map(str::to_owned);
+    Ok(NodeSpec {
+        info,
+        display,
+        tls: EffectiveTls::default(),
+        secret,
+        sentinel: None,
+    })
+}
+
+/// The default port of a sentinel.
+const SENTINEL_PORT: u16 = 26379;
+
+/// `redis-sentinel://[user:password@]host[:port][,host[:port]…][/db]#MASTER` (Lettuce's form;
+/// `rediss-sentinel://` for TLS): the credentials and database are the data nodes'; the
+/// sentinels' own credentials are the settings `sentinel_username` / `sentinel_password`.
+fn parse_sentinel(
+    i: usize,
+    url: &str,
+    tls: bool,
+    auth: (Option<&str>, Option<&str>),
+) -> Result<NodeSpec> {
+    let name = format!("nodes[{i}]");
+    let scheme = if tls {
+        "rediss-sentinel"
+    } else {
+        "redis-sentinel"
+    };
+    let rest = &url[scheme.len() + 3..];
+    let example = "redis-sentinel://127.0.0.1:26379,127.0.0.1:26380#mymaster";
+    let Some((rest, master)) = rest.rsplit_once('#') else {
+        return Err(Error::invalid(format!(
+            "{name}: a {scheme}:// URL names its master after '#' ({example})"
+        )));
+    };
+    if master.is_empty() || master.contains(['/', '@', ',', ' ']) {
+        return Err(Error::invalid(format!(
+            "{name}: the master name after '#' must be a plain name, got {:?} ({example})",
+            cut(master)
+        )));
+    }
+    let (userinfo, rest) = match rest.rsplit_once('@') {
+        Some((u, r)) => (Some(u), r),
+        None => (None, rest),
+    };
+    let (hosts, db) = match rest.split_once('/') {
+        Some((h, d)) => (h, Some(d)),
+        None => (rest, None),
+    };
+    let db: i64 = match db {
+        None | Some("") => 0,
+        Some(d) => d.parse().map_err(|_| {
+            Error::invalid(format!(
+                "{name}: the database after '/' must be a number, got {:?}",
+                cut(d)
+            ))
+        })?,
+    };
+    let mut sentinels = Vec::new();
+    let mut shown_hosts = Vec::new();
+    for (k, host) in hosts.split(',').enumerate() {
+        let host = host.trim();
+        let parsed = url::Url::parse(&format!("redis://{host}"))
+            .ok()
+            .filter(|u| {
+                !host.is_empty()
+                    && u.host_str().is_some_and(|h| !h.is_empty())
+                    && (u.path() == "/" || u.path().is_empty())
+                    && u.username().is_empty()
+            });
+        let Some(u) = parsed else {
+            return Err(Error::invalid(format!(
+                "{name}: sentinel {k} {:?} is not host[:port] ({example})",
+                cut(host)
+            )));
+        };
+        let h = u
+            .host_str()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = u.port().unwrap_or(SENTINEL_PORT);
+        let addr = if tls {
+            redis::ConnectionAddr::TcpTls {
+                host: h.to_owned(),
+                port,
+                insecure: false,
+                tls_params: None,
+            }
+        } else {
+            redis::ConnectionAddr::Tcp(h.to_owned(), port)
+        };
+        let mut settings = redis::RedisConnectionInfo::default();
+        if let Some(user) = auth.0 {
+            settings = settings.set_username(user);
+        }
+        if let Some(pw) = auth.1 {
+            settings = settings.set_password(pw);
+        }
+        let info = redis::IntoConnectionInfo::into_connection_info(format!(
+            "{}://{}:{port}",
+            if tls { "rediss" } else { "redis" },
+            u.host_str().unwrap_or_default()
+        ))
+        .map_err(|e| Error::invalid(format!("{name}: sentinel {k}: {e}")))?
+        .set_addr(addr)
+        .set_redis_settings(settings);
+        sentinels.push(info);
+        shown_hosts.push(format!("{}:{port}", u.host_str().unwrap_or_default()));
+    }
+    // The data nodes' connection: the URL's credentials and database over the scheme's TLS; the
+    // address is set once the sentinels name the master.
+    let data_scheme = if tls { "rediss" } else { "redis" };
+    let data_url = match userinfo {
+        Some(u) => format!("{data_scheme}://{u}@127.0.0.1:6379/{db}"),
+        None => format!("{data_scheme}://127.0.0.1:6379/{db}"),
+    };
+    let info: redis::ConnectionInfo =
+        redis::IntoConnectionInfo::into_connection_info(data_url.as_str()).map_err(|_| {
+            Error::invalid(format!(
+                "{name}: unparsable user name or password in {}; {ENCODE_HINT}",
+                cut(&redact_url(url))
+            ))
+        })?;
+    let secret = info.redis_settings().password().map(str::to_owned);
+    let user = info
+        .redis_settings()
+        .username()
+        .map(|u| format!("{u}{}@", if secret.is_some() { ":***" } else { "" }))
+        .unwrap_or_else(|| {
+            if secret.is_some() {
+                ":***@".to_owned()
+            } else {
+                String::new()
+            }
+        });
+    let db_shown = if db == 0 {
+        String::new()
+    } else {
+        format!("/{db}")
+    };
+    Ok(NodeSpec {
+        info,
+        display: format!(
+            "{scheme}://{user}{}{db_shown}#{master}",
+            shown_hosts.join(",")
+        ),
+        tls: EffectiveTls::default(),
+        secret,
+        sentinel: Some(SentinelSpec {
+            sentinels,
+            master: master.to_owned(),
+        }),
+    })
+}
+
+/// Text that a Redis URL never holds where the parser put it, and that most likely is a piece of
+/// a password with an unencoded `#`, `?`, `/` or `@`: a fragment, or an `@` after the host.
+fn misplaced_text(u: &url::Url) -> Option<&'static str> {
+    if u.fragment().is_some() {
+        return Some("it has a '#' part, which a Redis URL never has");
+    }
+    let unix = matches!(u.scheme(), "unix" | "redis+unix");
+    if (!unix && u.path().contains('@')) || u.query().is_some_and(|q| q.contains('@')) {
+        return Some("an '@' follows the host");
+    }
+    None
+}
+
+/// The URL with any password (userinfo or `pass`/`password` query parameter) replaced by `***`.
+///
+/// When the text does not parse as a URL, or parses in a way that may leave a secret in plain
+/// sight (an `@` or a `pass=` the parser did not treat as credentials, a `#` part), everything
+/// before the last `@` (the whole userinfo, whatever characters the password holds) and
+/// everything after the host are hidden instead.
+pub fn redact_url(raw: &str) -> String {
+    // A second `@` means a password with an unencoded `@` (the parser ends the userinfo at the
+    // first one; a reader, and the fallback, at the last).
+    if let Ok(mut u) = url::Url::parse(raw)
+        && u.fragment().is_none()
+        && raw.matches('@').count() <= 1
+    {
+        if u.password().is_some() {
+            let _ = u.set_password(Some("***"));
+        }
+        if u.query().is_some() {
+            // Once a password is in the query, an unencoded `&` or `=` in it would read as
+            // further pairs: only a numeric `db` is shown beside the mask then.
+            let has_secret = u
+                .query_pairs()
+                .any(|(k, _)| matches!(k.as_ref(), "pass" | "password"));
+            let pairs: Vec<(String, String)> = u
+                .query_pairs()
+                .filter_map(|(k, v)| match k.as_ref() {
+                    "pass" | "password" => Some((k.into_owned(), "***".to_owned())),
+                    "db" if v.bytes().all(|b| b.is_ascii_digit()) => {
+                        Some((k.into_owned(), v.into_owned()))
+                    }
+                    _ if has_secret => None,
+                    _ => Some((k.into_owned(), v.into_owned())),
+                })
+                .collect();
+            u.query_pairs_mut().clear().extend_pairs(pairs);
+        }
+        let shown = u.to_string();
+        if looks_clean(&shown) {
+            return shown;
+        }
+    }
+    redact_conservatively(raw)
+}
+
+/// True when every `@` follows our own mask, no `@` hides percent-encoded in the text, and every
+/// `pass=` value is masked.
+fn looks_clean(shown: &str) -> bool {
+    let ats_masked = shown
+        .match_indices('@')
+        .all(|(i, _)| shown[..i].ends_with(":***"))
+        && !shown.to_ascii_lowercase().contains("%40");
+    let passes_masked = ["pass=", "password="].iter().all(|p| {
+        shown
+            .match_indices(p)
+            .all(|(i, _)| shown[i + p.len()..].starts_with("***"))
+    });
+    ats_masked && passes_masked
+}
+
+/// Keeps a plausible scheme and the host; hides the rest.
+///
+/// A userinfo ends at the LAST `@` (a password may hold `@`, `#`, `?` and `/` unencoded), so
+/// everything before it is hidden; the host is what follows it, up to a `/`, `?` or `#`. Text
+/// without `@` has no userinfo: its authority is kept, except a "port" that is not a number
+/// (`redis://:pw` reads as a password there).
+fn redact_conservatively(raw: &str) -> String {
+    let (scheme, rest) = match raw.split_once("://") {
+        Some((s, r))
+            if !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
+        {
+            (format!("{s}://"), r)
+        }
+        _ => (String::new(), raw),
+    };
+    // A query password runs to the end of the text, whatever it holds: nothing after it shows.
+    // A `pass=` before the last `@` is ambiguous (an `@` in a query password, or a `pass=` in a
+    // userinfo password): then nothing but the scheme shows.
+    let query_password = rest.find("pass=").or_else(|| rest.find("password="));
+    if let (Some(p), Some(at)) = (query_password, rest.rfind('@'))
+        && p < at
+    {
+        return format!("{scheme}***");
+    }
+    let rest = match query_password {
+        Some(i) => &rest[..i],
+        None => rest,
+    };
+    let cut = |t: &str| t.split(['/', '?', '#']).next().unwrap_or("").to_owned();
+    match rest.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}***@{}", cut(host)),
+        None => {
+            let authority = cut(rest);
+            let port_at = authority
+                .rfind(':')
+                .filter(|&i| !authority[i..].contains(']'));
+            match port_at {
+                Some(i) if !authority[i + 1..].bytes().all(|b| b.is_ascii_digit()) => {
+                    format!("{scheme}{}:***", &authority[..i])
+                }
+                _ => format!("{scheme}{authority}"),
+            }
+        }
+    }
+}
+
+/// Splits a binding's single node string: comma-separated URLs, blanks around commas ignored.
+/// An empty entry is an error naming `what` (the argument or variable the text came from).
+pub fn split_node_list(what: &str, text: &str) -> Result<Vec<String>> {
+    let mut nodes: Vec<String> = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        // A Sentinel URL lists its sentinels with commas: a part without a scheme continues it.
+        let continues = !part.is_empty()
+            && !part.contains("://")
+            && nodes.last().is_some_and(|u| {
+                u.starts_with("redis-sentinel://") || u.starts_with("rediss-sentinel://")
+            });
+        match nodes.last_mut() {
+            Some(last) if continues => {
+                last.push(',');
+                last.push_str(part);
+            }
+            _ => nodes.push(part.to_owned()),
+        }
+    }
+    if nodes.iter().any(String::is_empty) {
+        return Err(Error::invalid(format!(
+            "{what}: empty entry in the comma-separated list of node URLs"
+        )));
+    }
+    Ok(nodes)
+}
+
+/// The nodes to use when a caller gives none (the same rule in every language and the CLI):
+/// `IRONLOCK_NODES` (comma-separated), else `REDIS_URL`; `Ok(None)` when neither is set.
+pub fn nodes_from_env() -> Result<Option<Vec<String>>> {
+    for var in ["IRONLOCK_NODES", "REDIS_URL"] {
+        if let Ok(text) = std::env::var(var)
+            && !text.trim().is_empty()
+        {
+            return split_node_list(var, &text).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// A node given as parts (redis-py's keywords, ioredis's options), for [`node_url`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeParts {
+    /// Host name or address (default `127.0.0.1`); ignored when `path` is set.
+    pub host: Option<String>,
+    /// TCP port (default 6379).
+    pub port: Option<u16>,
+    /// Unix socket path (a `unix://` URL).
+    pub path: Option<String>,
+    /// ACL user name.
+    pub username: Option<String>,
+    /// Password (AUTH).
+    pub password: Option<String>,
+    /// Database number.
+    pub db: Option<i64>,
+    /// TLS (`rediss://`).
+    pub tls: bool,
+}
+
+/// The URL of a node given as parts; the user name and password are percent-encoded, so they
+/// may hold any character.
+pub fn node_url(parts: &NodeParts) -> Result<String> {
+    let mut u = match &parts.path {
+        Some(path) => {
+            let mut u = url::Url::parse("unix:///").expect("a valid base URL");
+            u.set_path(path);
+            if let Some(db) = parts.db {
+                u.query_pairs_mut().append_pair("db", &db.to_string());
+            }
+            u
+        }
+        None => {
+            let scheme = if parts.tls { "rediss" } else { "redis" };
+            let host = parts.host.as_deref().unwrap_or("127.0.0.1");
+            let host = if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]")
+            } else {
+                host.to_owned()
+            };
+            let port = parts.port.unwrap_or(6379);
+            let db = parts.db.map(|d| format!("/{d}")).unwrap_or_default();
+            url::Url::parse(&format!("{scheme}://{host}:{port}{db}")).map_err(|e| {
+                Error::invalid(format!(
+                    "host: {:?} is not a host name ({e})",
+                    cut(host.as_str())
+                ))
+            })?
+        }
+    };
+    if parts.path.is_some() {
+        if let Some(p) = &parts.password {
+            u.query_pairs_mut().append_pair("pass", p);
+        }
+        if let Some(user) = &parts.username {
+            u.query_pairs_mut().append_pair("user", user);
+        }
+        return Ok(u.to_string());
+    }
+    // `set_username` / `set_password` encode the reserved characters but leave a `%` as it is,
+    // which the reader would then decode: encode it first.
+    if let Some(user) = &parts.username {
+        u.set_username(&user.replace('%', "%25"))
+            .map_err(|()| Error::invalid("username: cannot be set on this URL"))?;
+    }
+    if let Some(p) = &parts.password {
+        u.set_password(Some(&p.replace('%', "%25")))
+            .map_err(|()| Error::invalid("password: cannot be set on this URL"))?;
+    }
+    Ok(u.to_string())
+}
