@@ -40,16 +40,19 @@ pub async fn check(config: Config, settings: impl Fn(Vec<String>) -> Config, out
         .iter()
         .filter(|r| r.status.as_ref().is_some_and(|s| s.eligible))
         .count();
-    let code = if eligible >= quorum {
-        0
-    } else {
+    let code = if eligible < quorum {
         exit::UNAVAILABLE
+    } else if eligible < results.len() {
+        exit::DEGRADED
+    } else {
+        0
     };
     if out.json() {
         let v = json!({
             "quorum": quorum,
             "eligible": eligible,
-            "ok": code == 0,
+            "ok": code != exit::UNAVAILABLE,
+            "degraded": code == exit::DEGRADED,
             "nodes": results.iter().map(|r| {
                 let s = r.status.as_ref();
                 json!({
@@ -58,6 +61,9 @@ pub async fn check(config: Config, settings: impl Fn(Vec<String>) -> Config, out
                     "version": s.map(|s| s.version.clone()),
                     "uptime_s": s.map(|s| s.uptime.as_secs()),
                     "eligible": s.is_some_and(|s| s.eligible),
+                    "kind": s.map(|s| s.kind),
+                    "master": s.and_then(|s| s.master.clone()),
+                    "not_counted_because": s.and_then(|s| s.not_counted_because.clone()),
                     "quarantine_remaining_ms": s.map(|s| millis(s.quarantine_remaining)),
                     "latency_ms": r.latency.map(millis),
                     "error": r.error,
@@ -73,14 +79,21 @@ pub async fn check(config: Config, settings: impl Fn(Vec<String>) -> Config, out
                     let quorum_state = if s.eligible {
                         "eligible".to_owned()
                     } else {
-                        format!(
-                            "quarantined for {} more (restarted {} ago)",
-                            secs(s.quarantine_remaining),
-                            secs(s.uptime)
-                        )
+                        match &s.not_counted_because {
+                            Some(why) => format!("NOT COUNTED: {why}"),
+                            None => format!(
+                                "quarantined for {} more (restarted {} ago)",
+                                secs(s.quarantine_remaining),
+                                secs(s.uptime)
+                            ),
+                        }
+                    };
+                    let topology = match &s.master {
+                        Some(m) => format!("{} master {m}  ", s.kind),
+                        None => String::new(),
                     };
                     format!(
-                        "up  redis {}  uptime {}  {quorum_state}  latency {}",
+                        "up  {topology}redis {}  uptime {}  {quorum_state}  latency {}",
                         s.version,
                         human_uptime(s.uptime),
                         r.latency
@@ -94,11 +107,17 @@ pub async fn check(config: Config, settings: impl Fn(Vec<String>) -> Config, out
             };
             println!("{:width$}  {line}", r.url);
         }
-        println!(
-            "{eligible} of {} nodes eligible, quorum {quorum}: {}",
-            results.len(),
-            if code == 0 { "OK" } else { "NO QUORUM" }
-        );
+        let n = results.len();
+        let verdict = match code {
+            0 => "OK".to_owned(),
+            exit::DEGRADED => format!(
+                "DEGRADED ({} of {n} nodes do not count; {} more may fail before no quorum is left)",
+                n - eligible,
+                eligible - quorum
+            ),
+            _ => "NO QUORUM".to_owned(),
+        };
+        println!("{eligible} of {n} nodes eligible, quorum {quorum}: {verdict}");
     }
     code
 }

@@ -2,6 +2,9 @@
 
 use ironlock::ErrorKind;
 
+/// `check`: a quorum counts, but not every node does (down, or in quarantine): one node fewer
+/// may leave no quorum.
+pub const DEGRADED: u8 = 1;
 /// Bad command line or argument (EX_USAGE).
 pub const USAGE: u8 = 64;
 /// No quorum of eligible nodes answered, or a node URL cannot be used (EX_UNAVAILABLE).

@@ -146,14 +146,24 @@ fn check_reports_versions_quarantine_and_latency() {
         assert!(left > 20_000.0 && left <= 31_302.0, "{left}");
     }
 
-    // One node down: still a quorum; the human table says which one.
+    // One node down: still a quorum, but degraded (exit 1); the human table says which one.
     cluster.kill(2).expect("kill");
     let out = run(ironlock(&urls).arg("check"), LIMIT);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
-        text.contains("2 of 3 nodes eligible, quorum 2: OK"),
+        text.contains(
+            "2 of 3 nodes eligible, quorum 2: DEGRADED (1 of 3 nodes do not count; 0 more may fail"
+        ),
         "{text}"
+    );
+    let out = run(ironlock(&urls).args(["check", "--json"]), LIMIT);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("check JSON");
+    assert_eq!(
+        (v["ok"].clone(), v["degraded"].clone()),
+        (true.into(), true.into()),
+        "{v}"
     );
     let down = text
         .lines()
