@@ -276,8 +276,8 @@ ironlock_status ironlock_config_set_restart_quarantine(struct ironlock_config *c
                                                        bool restart_quarantine);
 
 /**
- * Re-seat on extension (SPEC §12): an extension that finds a held lock's keys gone from a node
- * that restarted since it last held them writes them back there (`SET NX`: never over another
+ * Re-seat on extension: an extension that finds a held lock's keys gone from a node that
+ * restarted since it last held them writes them back there (`SET NX`: never over another
  * client's key), so a lock held through a rolling restart of every node is not lost. Default
  * true. Added after the 0.1.0 ABI.
  *
@@ -324,7 +324,7 @@ ironlock_status ironlock_config_set_extension_threshold_ms(struct ironlock_confi
                                                            uint64_t extension_threshold_ms);
 
 /**
- * Acquire fairly (FIFO across the quorum, SPEC §10) unless an acquire's options say otherwise
+ * Acquire fairly (FIFO across the quorum) unless an acquire's options say otherwise
  * (`ironlock_acquire_opts_set_fair`). Default false. Added after the 0.1.0 ABI.
  *
  * # Safety
@@ -663,7 +663,7 @@ ironlock_status ironlock_acquire_with(struct ironlock_manager *manager,
                                       struct ironlock_lock **out);
 
 /**
- * Acquires one of `limit` permits of the counting semaphore `resource` (SPEC §11) for `ttl_ms`
+ * Acquires one of `limit` permits of the counting semaphore `resource` for `ttl_ms`
  * milliseconds, retrying as the manager's settings and `opts` (NULL = defaults) say. A permit
  * is an `ironlock_lock`: extend, release, finish, auto-extension, fencing and the report work as
  * for a lock. It needs floor(limit × N / (limit + 1)) + 1 admitting nodes, more than a majority
@@ -683,7 +683,7 @@ ironlock_status ironlock_acquire_permit(struct ironlock_manager *manager,
                                         struct ironlock_lock **out);
 
 /**
- * Reads one of the manager's counters (SPEC §13) by its name — the field names of the stats
+ * Reads one of the manager's counters by its name — the field names of the stats
  * snapshot in every language: `granted`, `contended`, `unavailable`, `rounds`, `retries`,
  * `wakeups`, `extensions`, `extension_failures`, `releases`, `lost`, `reseats`,
  * `quarantines`, `reconnects`, `votes_for`, `votes_against`, `votes_error`, `votes_timeout`,
@@ -758,7 +758,7 @@ ironlock_status ironlock_acquire_opts_set_retry_count(struct ironlock_acquire_op
 ironlock_status ironlock_acquire_opts_set_fencing(struct ironlock_acquire_opts *opts, bool fencing);
 
 /**
- * Wait in line (FIFO across the quorum, SPEC §10), whatever the manager's `fair` setting says;
+ * Wait in line (FIFO across the quorum), whatever the manager's `fair` setting says;
  * `fair` false makes this acquire plain. Options never given this take the manager's setting.
  * Added after the 0.1.0 ABI.
  *

@@ -127,8 +127,9 @@ struct opts_deleter {
 
 }  // namespace detail
 
-/// Manager settings (SPEC §4), chained: `config{}.node(url).retry_count(3)`. Bad values are
-/// reported (naming the setting) when the manager is created.
+/// Manager settings (those of `ironlock_config_set_*`), chained:
+/// `config{}.node(url).retry_count(3)`. Bad values are reported (naming the setting) when the
+/// manager is created.
 class config {
 public:
     config() : c_(ironlock_config_new()) {
@@ -308,7 +309,7 @@ public:
         return lock(l);
     }
 
-    /// Acquires one of `limit` permits of the counting semaphore `resource` (SPEC §11) for
+    /// Acquires one of `limit` permits of the counting semaphore `resource` for
     /// `ttl`: a lock like any other (extend, release, auto-extension, fencing). It needs
     /// floor(limit × N / (limit + 1)) + 1 admitting nodes; throws ironlock::error
     /// (IRONLOCK_CONTENDED when every permit is held) with the report.

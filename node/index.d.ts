@@ -91,8 +91,8 @@ export declare class NativeManager {
    */
   acquire(id: number, resources: Array<string>, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): void
   /**
-   * As `acquire`, for one of `limit` permits of the counting semaphore `resource` (SPEC §11):
-   * settles `id` with a `NativeLock` (a permit), or CONTENDED when every permit is held.
+   * As `acquire`, for one of `limit` permits of the counting semaphore `resource`: settles
+   * `id` with a `NativeLock` (a permit), or CONTENDED when every permit is held.
    */
   acquirePermit(id: number, resource: string, limit: number, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): void
   /**

@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What went wrong, in the vocabulary every binding maps exactly once (SPEC §5).
+/// What went wrong, in the vocabulary every binding maps exactly once (the same kinds, and the
+/// same [`ErrorKind::code`] strings, in Rust, C, Python and Node).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -60,8 +61,8 @@ pub enum Vote {
     /// The outcome was decided before this node answered; its reply is drained in the background.
     Pending,
     /// Extend only: the node had restarted and lost the keys; the extension wrote them back
-    /// (re-seating, SPEC §12). It counts as "for" unless the node is still in restart quarantine
-    /// (then `error` says so).
+    /// (re-seating, the `reseat` setting). It counts as "for" unless the node is still in
+    /// restart quarantine (then `error` says so).
     Reseated,
 }
 

@@ -240,7 +240,8 @@ impl Lock {
         }
     }
 
-    /// Extends every key to `ttl` from now, on a quorum (SPEC §2, Extend).
+    /// Extends every key to `ttl` from now, on a quorum, only where the key still holds this
+    /// lock's token. Fails with `Lost` when a quorum no longer holds it (or its validity ran out).
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
         extend(self, ttl).await
     }

@@ -201,7 +201,7 @@ pub struct Stats {
     pub releases: u64,
     /// Locks marked lost while held.
     pub lost: u64,
-    /// Keys written back on restarted nodes by extensions (SPEC §12), over every node.
+    /// Keys written back on restarted nodes by extensions (re-seating), over every node.
     pub reseats: u64,
     /// Times a node entered restart quarantine on (re)connecting, over every node.
     pub quarantines: u64,

@@ -204,8 +204,8 @@ pub unsafe extern "C" fn ironlock_config_set_restart_quarantine(
     unsafe { edit(config, move |c| c.restart_quarantine(restart_quarantine)) }
 }
 
-/// Re-seat on extension (SPEC §12): an extension that finds a held lock's keys gone from a node
-/// that restarted since it last held them writes them back there (`SET NX`: never over another
+/// Re-seat on extension: an extension that finds a held lock's keys gone from a node that
+/// restarted since it last held them writes them back there (`SET NX`: never over another
 /// client's key), so a lock held through a rolling restart of every node is not lost. Default
 /// true. Added after the 0.1.0 ABI.
 ///
@@ -280,7 +280,7 @@ pub unsafe extern "C" fn ironlock_config_set_extension_threshold_ms(
     }
 }
 
-/// Acquire fairly (FIFO across the quorum, SPEC §10) unless an acquire's options say otherwise
+/// Acquire fairly (FIFO across the quorum) unless an acquire's options say otherwise
 /// (`ironlock_acquire_opts_set_fair`). Default false. Added after the 0.1.0 ABI.
 ///
 /// # Safety

@@ -235,7 +235,7 @@ unsafe fn hand_out(
     }
 }
 
-/// Acquires one of `limit` permits of the counting semaphore `resource` (SPEC §11) for `ttl_ms`
+/// Acquires one of `limit` permits of the counting semaphore `resource` for `ttl_ms`
 /// milliseconds, retrying as the manager's settings and `opts` (NULL = defaults) say. A permit
 /// is an `ironlock_lock`: extend, release, finish, auto-extension, fencing and the report work as
 /// for a lock. It needs floor(limit × N / (limit + 1)) + 1 admitting nodes, more than a majority
@@ -274,7 +274,7 @@ pub unsafe extern "C" fn ironlock_acquire_permit(
     })
 }
 
-/// Reads one of the manager's counters (SPEC §13) by its name — the field names of the stats
+/// Reads one of the manager's counters by its name — the field names of the stats
 /// snapshot in every language: `granted`, `contended`, `unavailable`, `rounds`, `retries`,
 /// `wakeups`, `extensions`, `extension_failures`, `releases`, `lost`, `reseats`,
 /// `quarantines`, `reconnects`, `votes_for`, `votes_against`, `votes_error`, `votes_timeout`,

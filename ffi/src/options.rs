@@ -106,7 +106,7 @@ pub unsafe extern "C" fn ironlock_acquire_opts_set_fencing(
     unsafe { edit(opts, |o| o.fencing = fencing) }
 }
 
-/// Wait in line (FIFO across the quorum, SPEC §10), whatever the manager's `fair` setting says;
+/// Wait in line (FIFO across the quorum), whatever the manager's `fair` setting says;
 /// `fair` false makes this acquire plain. Options never given this take the manager's setting.
 /// Added after the 0.1.0 ABI.
 ///

@@ -1,7 +1,7 @@
 'use strict'
-// Error classes of SPEC §5, node-redlock's `ExecutionError` / `ResourceLockedError`, and the one
-// decoder of the native layer's error envelope: the core's own JSON encoding of an error
-// (`ironlock::Error::to_json`) behind a prefix,
+// Error classes (one per error kind, the same kinds in every language), node-redlock's
+// `ExecutionError` / `ResourceLockedError`, and the one decoder of the native layer's error
+// envelope: the core's own JSON encoding of an error (`ironlock::Error::to_json`) behind a prefix,
 // `ironlock:{"code","message","report":{"elapsed_ms","rounds","nodes"}|null}`.
 
 const native = require('../index.js')
@@ -15,8 +15,9 @@ const VOTERS = new WeakMap()
 const ATTEMPTS = new WeakMap()
 
 /**
- * Base class of every ironlock error: `code` (SPEC §5), the per-node `report` of the last round,
- * its `elapsed` time in milliseconds and the number of `rounds` run (0 when no node was asked).
+ * Base class of every ironlock error: `code` (the error kind: `CONTENDED`, `UNAVAILABLE`, `LOST`,
+ * `INVALID_ARGUMENT`, `CONNECTION` or `INTERNAL`), the per-node `report` of the last round, its
+ * `elapsed` time in milliseconds and the number of `rounds` run (0 when no node was asked).
  */
 class IronlockError extends Error {
   constructor(message, { code = 'INTERNAL', report = [], elapsed = 0, rounds = 0, cause } = {}) {

@@ -3,7 +3,7 @@
 
 import type { EventEmitter } from 'node:events'
 
-/** SPEC §5 error codes. */
+/** Error codes: the error kinds, the same in every language. */
 export type ErrorCode =
   | 'CONTENDED'
   | 'UNAVAILABLE'
@@ -23,7 +23,7 @@ export interface NodeReport {
 }
 
 /**
- * Manager settings (SPEC §4) in camelCase; durations in integer milliseconds. Every field is
+ * Manager settings in camelCase; durations in integer milliseconds. Every field is
  * optional and defaults as in the core; the names and kinds come from the core's settings table
  * (`settingKinds()`), which is what the constructor checks against.
  */
@@ -317,7 +317,7 @@ export interface Latency {
   readonly sum_seconds: number
 }
 
-/** `LockManager#stats()`: the same field names in every language (SPEC §13). */
+/** `LockManager#stats()`: the same field names in every language. */
 export interface Stats {
   /** Acquire calls that returned a lock. */
   readonly granted: number
@@ -408,7 +408,7 @@ export declare class Redlock extends LockManager {
 
 /** Base class of every ironlock error. */
 export declare class IronlockError extends Error {
-  /** The SPEC §5 kind. */
+  /** The error kind, the same code in every language. */
   readonly code: ErrorCode
   /** Per-node report of the last round; empty when no node was asked. */
   readonly report: NodeReport[]

@@ -1,6 +1,6 @@
 'use strict'
 // The public API of the `ironlock` npm package: a thin layer over the generated native module
-// (../index.js) for what napi cannot express — Error subclasses, the node forms of SPEC §4,
+// (../index.js) for what napi cannot express — Error subclasses, the Node forms of the node list,
 // AbortSignal wiring, Symbol.asyncDispose and node-redlock's API. Lock semantics all live in the
 // Rust core.
 

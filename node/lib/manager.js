@@ -118,7 +118,8 @@ class Semaphore {
  * `nodes`: URLs (`redis://[user:password@]host:port[/db]`, `rediss://`, `unix://`), one
  * comma-separated string of them, ioredis / node-redis clients or their options objects (their
  * settings are read; ironlock opens its own connections), or nothing (`IRONLOCK_NODES`, then
- * `REDIS_URL`). `settings`: SPEC §4 settings in camelCase, durations in integer milliseconds.
+ * `REDIS_URL`). `settings`: the manager settings in camelCase (`retryCount`, `maxTtl`,
+ * `restartQuarantine`, …), durations in integer milliseconds.
  */
 class LockManager extends EventEmitter {
   constructor(nodes, settings) {
@@ -176,7 +177,7 @@ class LockManager extends EventEmitter {
   }
 
   /**
-   * The counting semaphore `resource` with `limit` permits (SPEC §11): at most `limit`
+   * The counting semaphore `resource` with `limit` permits: at most `limit`
    * holders at once. `semaphore.acquire(durationMs, options)` resolves to a Lock (a permit:
    * extend, release, finish, keepAlive, fence, report) or rejects with LockContendedError when
    * every permit stays held. A permit needs floor(limit × N / (limit + 1)) + 1 admitting nodes.
@@ -221,7 +222,7 @@ class LockManager extends EventEmitter {
   }
 
   /**
-   * The manager's counters and latency histograms since it was created (SPEC §13), with the
+   * The manager's counters and latency histograms since it was created, with the
    * same field names in every language: `granted`, `contended`, `unavailable`, `rounds`,
    * `retries`, `wakeups`, `extensions`, `extension_failures`, `releases`, `lost`, `reseats`,
    * `quarantines`, `reconnects`, `votes_for`, `votes_against`, `votes_error`, `votes_timeout`,

@@ -1,5 +1,5 @@
 'use strict'
-// The node list in the forms Node users have at hand (SPEC §4): URL strings, one comma-separated
+// The node list in the forms Node users have at hand: URL strings, one comma-separated
 // string, nothing (IRONLOCK_NODES, then REDIS_URL), option objects (ioredis's `{host, port,
 // username, password, db, tls, path}` or node-redis's `{url}` / `{socket: {host, port, tls},
 // username, password, database}`) and ioredis or node-redis client instances, whose options are

@@ -31,7 +31,8 @@ const kVariants = Symbol('ironlock.variants')
 class Redlock extends LockManager {
   /**
    * `new Redlock(clients, settings?)` as in node-redlock; `settings` also takes every ironlock
-   * setting (SPEC §4). node-redlock's third argument (custom Lua scripts) is not supported.
+   * setting (`maxTtl`, `restartQuarantine`, …). node-redlock's third argument (custom Lua
+   * scripts) is not supported.
    */
   constructor(clients, settings, scripts) {
     if (scripts !== undefined) {

@@ -99,8 +99,8 @@ impl NativeManager {
         self.start_acquire(id, resources, None, ttl_ms, options, cancel)
     }
 
-    /// As `acquire`, for one of `limit` permits of the counting semaphore `resource` (SPEC §11):
-    /// settles `id` with a `NativeLock` (a permit), or CONTENDED when every permit is held.
+    /// As `acquire`, for one of `limit` permits of the counting semaphore `resource`: settles
+    /// `id` with a `NativeLock` (a permit), or CONTENDED when every permit is held.
     #[napi(catch_unwind)]
     pub fn acquire_permit(
         &self,

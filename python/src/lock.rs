@@ -419,8 +419,8 @@ impl AsyncLostFlag {
     }
 }
 
-/// Background auto-extension of one lock (SPEC §2 "using"); stops on `stop()`, at the end of a
-/// `with` block, or when garbage-collected.
+/// Background auto-extension of one lock (extends it before its validity runs low); stops on
+/// `stop()`, at the end of a `with` block, or when garbage-collected.
 #[pyclass(frozen, module = "ironlock._native")]
 pub struct KeepAlive {
     task: Mutex<Option<ProcessLocal<ironlock::KeepAlive>>>,

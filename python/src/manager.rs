@@ -247,11 +247,11 @@ impl ManagerBase {
             .repr(slf.py(), &slf.get_type().name()?.to_string())
     }
 
-    /// The manager's counters and latency histograms since it was created (SPEC §13), as a
-    /// dict with the same field names in every language: `granted`, `contended`,
-    /// `unavailable`, `rounds`, `retries`, `wakeups`, `extensions`, `extension_failures`,
-    /// `releases`, `lost`, `reseats`, `quarantines`, `reconnects`, `votes_for`,
-    /// `votes_against`, `votes_error`, `votes_timeout`, `votes_not_eligible` (ints), and
+    /// The manager's counters and latency histograms since it was created, as a dict with the
+    /// same field names in every language: `granted`, `contended`, `unavailable`, `rounds`,
+    /// `retries`, `wakeups`, `extensions`, `extension_failures`, `releases`, `lost`, `reseats`,
+    /// `quarantines`, `reconnects`, `votes_for`, `votes_against`, `votes_error`,
+    /// `votes_timeout`, `votes_not_eligible` (ints), and
     /// `acquire_latency` / `round_latency` (`{"buckets": [upper bounds in s], "counts": [...],
     /// "count": n, "sum_seconds": x}`; the last count is above the last bound). All zero before
     /// the first connection of this process. Never blocks.

@@ -1,11 +1,12 @@
 """The package as users get it: stubs match the native module, the example runs, the wheel
 (and `pip install ./python`) installs into a fresh virtualenv and imports, the wheel and the sdist
-carry both licences and the Python README."""
+carry both licences and the Python README, and no user-facing text cites the internal spec."""
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -211,3 +212,42 @@ def test_readmes_show_the_quick_start_verbatim() -> None:
     for readme in (REPO / "README.md", PYTHON_DIR / "README.md"):
         assert body in readme.read_text(), f"{readme} quick start differs from examples/basic.py"
 
+
+# What users read: the READMEs, the Python package and its native module's docstrings, the npm
+# package's JavaScript and types, the C and C++ headers, CLI help and error messages. None may
+# cite the internal specification ("SPEC §4"): users do not have it; say the rule instead.
+USER_DOCS = [
+    "README.md", "python/README.md", "node/README.md", "ffi/README.md",
+    "python/python/ironlock/*.py", "python/python/ironlock/*.pyi",
+    "node/lib/*", "node/index.d.ts", "include/ironlock.h", "include/ironlock.hpp",
+]
+# Rust sources whose `///` lines are CLI help (clap) and whose string literals are messages.
+RUST_SOURCES = ["cli/src/*.rs", "core/src/*.rs", "ffi/src/*.rs", "python/src/*.rs", "node/src/*.rs"]
+STRING_WITH_SPEC = re.compile(r'"(?:[^"\\\n]|\\.)*\bSPEC\b(?:[^"\\\n]|\\.)*"')
+
+
+def test_user_facing_docs_cite_no_spec() -> None:
+    found = []
+    for pattern in USER_DOCS:
+        paths = sorted(REPO.glob(pattern))
+        assert paths, pattern
+        for path in paths:
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if re.search(r"\bSPEC\b", line):
+                    found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    for pattern in RUST_SOURCES:
+        for path in sorted(REPO.glob(pattern)):
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                text = line.strip()
+                help_text = path.parts[-3] == "cli" and text.startswith("///")
+                message = not text.startswith(("//", "*", "/*")) and STRING_WITH_SPEC.search(text)
+                if (help_text and "SPEC" in text) or message:
+                    found.append(f"{path.relative_to(REPO)}:{n}: {text}")
+    native = ironlock._native
+    for name in dir(native):
+        obj = getattr(native, name)
+        docs = [getattr(obj, "__doc__", None)]
+        if isinstance(obj, type):
+            docs += [getattr(m, "__doc__", None) for m in vars(obj).values()]
+        found += [f"ironlock._native.{name}: {d}" for d in docs if isinstance(d, str) and "SPEC" in d]
+    assert not found, "user-facing text cites SPEC:\n" + "\n".join(found)

@@ -198,7 +198,7 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
 
 
 class Semaphore:
-    """At most ``limit`` holders of ``resource`` at once, across the quorum (SPEC §11).
+    """At most ``limit`` holders of ``resource`` at once, across the quorum (a counting semaphore).
 
     ``with manager.semaphore("partner-api", 3, ttl=10.0, wait=5.0) as permit:`` takes one
     permit (a ``Lock``: extend, keep_alive, fence, report) and releases it on exit, raising

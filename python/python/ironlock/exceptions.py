@@ -1,4 +1,5 @@
-"""ironlock's exceptions: one class per error kind of the specification, all under IronlockError.
+"""ironlock's exceptions: one class per error kind (the same kinds in every language), all under
+IronlockError.
 
 They are plain Python classes so that they pickle (across multiprocessing, for instance). Every
 exception carries ``.code`` (the kind's stable name, as in the other languages), ``.report`` (one
