@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -56,6 +57,7 @@ class Firewall:
     def __init__(self) -> None:
         self.ok = self._probe()
         self.active: Dict[int, bool] = {}
+        self.cuts: set = set()
         self.lock = threading.Lock()
         if self.ok:
             CLEANUP.add(self.heal_all)
@@ -96,6 +98,30 @@ class Firewall:
     def heal_all(self) -> None:
         for port in list(self.active):
             self.heal(port)
+        for conn in list(self.cuts):
+            self.uncut(*conn)
+
+    @staticmethod
+    def _cut_rule(sport: int, dport: int) -> List[str]:
+        return ["INPUT", "-i", "lo", "-p", "tcp", "--sport", str(sport), "--dport", str(dport),
+                "-m", "comment", "--comment", TAG, "-j", "DROP"]
+
+    def cut(self, sport: int, dport: int) -> None:
+        """Drops the packets of one direction of one connection (a master's replication
+        stream to its replica): the data stays in the sender's buffer and is lost with it."""
+        with self.lock:
+            if (sport, dport) in self.cuts:
+                return
+            self.cuts.add((sport, dport))
+            subprocess.run(["iptables", "-w", "-I", *self._cut_rule(sport, dport)], check=True)
+
+    def uncut(self, sport: int, dport: int) -> None:
+        with self.lock:
+            if (sport, dport) not in self.cuts:
+                return
+            self.cuts.discard((sport, dport))
+            subprocess.run(["iptables", "-w", "-D", *self._cut_rule(sport, dport)],
+                           capture_output=True)
 
     def sweep(self, stale_only: bool = False) -> None:
         """Deletes our tagged rules; with stale_only, those of earlier runs whose process is gone."""
@@ -147,6 +173,110 @@ def build_c_worker() -> Path:
     return exe
 
 
+# --------------------------------------------------------------------------- topologies
+
+class Endpoint:
+    """A TCP endpoint that forwards to one node and can be re-pointed: the primary endpoint of a
+    managed Redis, whose name moves to the promoted replica after a failover. Clients see one
+    `redis://` URL throughout; re-pointing drops every open connection, as a failover does."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.lock = threading.Lock()
+        self.conns: List[socket.socket] = []
+        self.closed = False
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        CLEANUP.add(self.close)
+        threading.Thread(target=self._accept, name="endpoint", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                target = self.target
+            try:
+                upstream = socket.create_connection(("127.0.0.1", target), timeout=2)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def point(self, port: int) -> None:
+        with self.lock:
+            self.target = port
+            conns, self.conns = self.conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.point(0)
+
+
+def ask(port: int, *args: str) -> Any:
+    """One command on a fresh connection (replies of any length, unlike the harness's `cmd`)."""
+    c = Resp(port, timeout=2)
+    try:
+        return c.command(*args)
+    finally:
+        c.close()
+
+
+def as_text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def replica_link_up(h: Harness, i: int) -> bool:
+    try:
+        return "master_link_status:up" in as_text(ask(h.ports[i], "INFO", "replication"))
+    except OSError:
+        return False
+
+
+def replication_port(h: Harness, master: int) -> Optional[int]:
+    """The replica's end of the master's replication connection (`CLIENT LIST TYPE replica`)."""
+    listing = as_text(ask(h.ports[master], "CLIENT", "LIST", "TYPE", "replica"))
+    for word in listing.split():
+        if word.startswith("addr="):
+            return int(word.rsplit(":", 1)[1])
+    return None
+
+
 # --------------------------------------------------------------------------- scenarios
 
 @dataclass
@@ -162,6 +292,8 @@ class Ctx:
     resource: str
     events: Dict[str, int] = field(default_factory=dict)
     note: str = ""
+    endpoint: Optional[Endpoint] = None
+    master: int = 0
 
     def sleep(self, s: float) -> bool:
         """Sleeps s seconds or until the fault phase ends; False once it has ended."""
@@ -306,6 +438,49 @@ def nem_isolate_then_restart(ctx: Ctx) -> None:
             return
 
 
+def nem_failover_endpoint(ctx: Ctx) -> None:
+    """A master and its replica behind one endpoint. Repeatedly: the replication stream is cut
+    (iptables DROP of the master's packets to the replica), a new grant lands on the master only,
+    the master is killed, the replica promoted (`REPLICAOF NO ONE`) and the endpoint re-pointed
+    to it; the old master comes back empty as the new replica. The promoted replica lacks the
+    holder's key: only the failover quarantine keeps a second client out. 4 s calm between."""
+    assert ctx.endpoint is not None
+    if not ctx.sleep(1.0):
+        return
+    while True:
+        m, r = ctx.master, 1 - ctx.master
+        link = replication_port(ctx.h, m)
+        if link is None or not ctx.fw.ok:
+            raise RuntimeError("no replication connection to cut (or no iptables)")
+        ctx.fw.cut(ctx.h.ports[m], link)
+        try:
+            before = ask(ctx.h.ports[m], "GET", ctx.resource)
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                if not ctx.sleep(0.01):
+                    return
+                now = ask(ctx.h.ports[m], "GET", ctx.resource)
+                if now is not None and now != before:
+                    break
+            # A holder's key the replica never got; keep the holder inside its hold.
+            if not ctx.sleep(0.1):
+                return
+            ctx.h.send("kill %d" % m)
+        finally:
+            ctx.fw.uncut(ctx.h.ports[m], link)
+        ctx.h.send("cmd %d REPLICAOF NO ONE" % r)
+        ctx.endpoint.point(ctx.h.ports[r])
+        ctx.master = r
+        ctx.count("failovers")
+        ctx.h.send("start %d" % m)
+        ctx.h.send("cmd %d REPLICAOF 127.0.0.1 %d" % (m, ctx.h.ports[r]))
+        deadline = time.monotonic() + 5.0
+        while not replica_link_up(ctx.h, m) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not ctx.sleep(4.0):
+            return
+
+
 def nem_node_sigstop(ctx: Ctx) -> None:
     """One node at a time SIGSTOPped for 2.5 s (longer than the 1 s ttl), then resumed."""
     n = len(ctx.h.ports)
@@ -441,6 +616,7 @@ class Scenario:
     reseat: bool = True
     limit: int = 0  # > 0: Python workers take permits of a semaphore of this limit (SPEC §11)
     fair: bool = False  # every worker's acquires wait in line (SPEC §10)
+    topology: str = ""  # "endpoint": one voter, a master and a replica behind a movable endpoint
 
 
 SAFE = "0 strict violations, 0 referee hits"
@@ -457,6 +633,7 @@ ROLLING_HELD = dict(nemesis=nem_rolling_slow, langs=("py", "c", "node") * 2, ttl
 
 # Restart scenarios hold the lock for most of its ttl so that a fault during a hold is likely.
 RESTART = dict(ttl_ms=2000, hold_ms=1700, max_ttl_ms=2000, seconds=20.0)
+FAILOVER = dict(RESTART, topology="endpoint", nodes=2, langs=("py", "node") * 2, seconds=18.0)
 
 
 def scenarios() -> List[Scenario]:
@@ -497,6 +674,12 @@ def scenarios() -> List[Scenario]:
         Scenario("isolate-heal-restart", nem_isolate_then_restart, "report",
                  "reported only: quarantine off, violations likely (the restart scenarios above "
                  "must show them)", quarantine=False, **{**RESTART, "seconds": 24.0}),
+        Scenario("failover-endpoint", nem_failover_endpoint, "safe",
+                 SAFE + " (N = 1: a replica promoted under one redis:// endpoint, replication "
+                 "cut first; 2 Python + 2 Node workers)", **FAILOVER),
+        Scenario("failover-endpoint", nem_failover_endpoint, "must_fail",
+                 "quarantine off: the promoted replica lacks the holder's key, strict "
+                 "violations > 0 (the suite can fail)", quarantine=False, **FAILOVER),
         Scenario("node-sigstop", nem_node_sigstop, "safe", SAFE, hold_ms=300),
         Scenario("node-stall", nem_stall, "safe", SAFE, hold_ms=300, debug=True),
         Scenario("flaky-partitions", nem_flaky, "safe", SAFE, nodes=5, hold_ms=200),
@@ -647,6 +830,17 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
     log("scenario %s: %d nodes, %d workers, ttl %d ms, hold %d ms, %.0f s"
         % (label, sc.nodes, len(sc.langs), sc.ttl_ms, sc.hold_ms, dur))
     h = Harness(sc.nodes, extra, env)
+    urls = h.urls
+    endpoint: Optional[Endpoint] = None
+    if sc.topology == "endpoint":
+        h.send("cmd 1 REPLICAOF 127.0.0.1 %d" % h.ports[0])
+        deadline = time.monotonic() + 10
+        while not replica_link_up(h, 1):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replica never linked")
+            time.sleep(0.02)
+        endpoint = Endpoint(h.ports[0])
+        urls = ["redis://127.0.0.1:%d" % endpoint.port]
     workers: List["subprocess.Popen[Any]"] = []
     stop = threading.Event()
     nem_thread: Optional[threading.Thread] = None
@@ -663,7 +857,7 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
             wenv = dict(os.environ)
             wenv.update({
                 "CHAOS_WORKER": str(idx),
-                "CHAOS_NODES": ",".join(h.urls),
+                "CHAOS_NODES": ",".join(urls),
                 "CHAOS_RESOURCE": key,
                 "CHAOS_TTL_MS": str(sc.ttl_ms),
                 "CHAOS_HOLD_MS": str(sc.hold_ms),
@@ -688,7 +882,8 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                                  stdin=subprocess.DEVNULL, start_new_session=True)
             workers.append(p)
             CLEANUP.add(lambda p=p: kill_proc(p))
-        ctx = Ctx(h, fw, random.Random(seed), end, stop, workers, run_dir, key)
+        ctx = Ctx(h, fw, random.Random(seed), end, stop, workers, run_dir, key,
+                  endpoint=endpoint)
 
         def nemesis() -> None:
             try:
@@ -712,6 +907,8 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
         if nem_thread is not None:
             nem_thread.join(timeout=15)
         fw.heal_all()
+        if endpoint is not None:
+            endpoint.close()
         for w in workers:
             if w.poll() is None:
                 try:
