@@ -294,6 +294,8 @@ class Ctx:
     note: str = ""
     endpoint: Optional[Endpoint] = None
     master: int = 0
+    voters: List[Harness] = field(default_factory=list)
+    quarantine_s: float = 3.0
 
     def sleep(self, s: float) -> bool:
         """Sleeps s seconds or until the fault phase ends; False once it has ended."""
@@ -481,6 +483,69 @@ def nem_failover_endpoint(ctx: Ctx) -> None:
             return
 
 
+def nem_failover_sentinel(ctx: Ctx) -> None:
+    """Voters that are Sentinel groups (a master, a replica, three sentinels). Repeatedly, on
+    one voter (N = 1) or two at once (N = 3, so that a majority of a holder's votes can vanish):
+    the replication stream is cut, a new grant lands on the masters only, the masters are killed
+    and the sentinels fail over on their own (down after 1 s); the old masters come back empty
+    and the sentinels make them replicas. 4 s calm between."""
+    n = len(ctx.voters)
+    if not ctx.sleep(1.0):
+        return
+    while True:
+        chosen = ctx.rng.sample(range(n), min(2, n))
+        plan = []
+        for v in chosen:
+            h = ctx.voters[v]
+            m = int(h.send("master"))
+            link = replication_port(h, m)
+            if link is None or not ctx.fw.ok:
+                raise RuntimeError("no replication connection to cut (or no iptables)")
+            plan.append((h, m, link))
+        for h, m, link in plan:
+            ctx.fw.cut(h.ports[m], link)
+        try:
+            before = [ask(h.ports[m], "GET", ctx.resource) for h, m, _ in plan]
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                if not ctx.sleep(0.01):
+                    return
+                now = [ask(h.ports[m], "GET", ctx.resource) for h, m, _ in plan]
+                if all(x is not None and x != b for x, b in zip(now, before)) and len(set(now)) == 1:
+                    break
+            if not ctx.sleep(0.1):
+                return
+            for h, m, _ in plan:
+                h.send("kill %d" % m)
+        finally:
+            for h, m, link in plan:
+                ctx.fw.uncut(h.ports[m], link)
+        for h, m, _ in plan:
+            deadline = time.monotonic() + 20.0
+            while time.monotonic() < deadline:
+                try:
+                    if int(h.send("master")) != m:
+                        break
+                except RuntimeError:
+                    pass
+                time.sleep(0.05)
+            else:
+                raise RuntimeError("the sentinels did not fail over within 20 s")
+            ctx.count("failovers")
+            h.send("start %d" % m)
+            # What the sentinels do to a returning old master, at once rather than at their next
+            # check: it becomes a replica of the new one.
+            new = int(h.send("master"))
+            h.send("cmd %d REPLICAOF 127.0.0.1 %d" % (m, h.ports[new]))
+        for h, m, _ in plan:
+            deadline = time.monotonic() + 10.0
+            while not replica_link_up(h, m) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        # Calm past the failover quarantine, so that the guarded run makes progress in between.
+        if not ctx.sleep(ctx.quarantine_s + 0.5):
+            return
+
+
 def nem_node_sigstop(ctx: Ctx) -> None:
     """One node at a time SIGSTOPped for 2.5 s (longer than the 1 s ttl), then resumed."""
     n = len(ctx.h.ports)
@@ -616,7 +681,9 @@ class Scenario:
     reseat: bool = True
     limit: int = 0  # > 0: Python workers take permits of a semaphore of this limit (SPEC §11)
     fair: bool = False  # every worker's acquires wait in line (SPEC §10)
-    topology: str = ""  # "endpoint": one voter, a master and a replica behind a movable endpoint
+    # "endpoint": one voter, a master and a replica behind a movable endpoint; "sentinel":
+    # `nodes` voters, each a master and a replica under three sentinels.
+    topology: str = ""
 
 
 SAFE = "0 strict violations, 0 referee hits"
@@ -634,6 +701,10 @@ ROLLING_HELD = dict(nemesis=nem_rolling_slow, langs=("py", "c", "node") * 2, ttl
 # Restart scenarios hold the lock for most of its ttl so that a fault during a hold is likely.
 RESTART = dict(ttl_ms=2000, hold_ms=1700, max_ttl_ms=2000, seconds=20.0)
 FAILOVER = dict(RESTART, topology="endpoint", nodes=2, langs=("py", "node") * 2, seconds=18.0)
+# A Sentinel failover takes 2-3 s (down after 1 s, then an election): holds must outlast it for
+# the control to bite, so the ttl is 5 s (quarantine 6.05 s).
+SENTINEL = dict(topology="sentinel", nodes=1, langs=("py", "node") * 2, ttl_ms=5000,
+                hold_ms=4500, max_ttl_ms=5000, seconds=30.0)
 
 
 def scenarios() -> List[Scenario]:
@@ -680,6 +751,15 @@ def scenarios() -> List[Scenario]:
         Scenario("failover-endpoint", nem_failover_endpoint, "must_fail",
                  "quarantine off: the promoted replica lacks the holder's key, strict "
                  "violations > 0 (the suite can fail)", quarantine=False, **FAILOVER),
+        Scenario("failover-sentinel", nem_failover_sentinel, "safe",
+                 SAFE + " (N = 1 Sentinel voter: its master killed after its replication was "
+                 "cut; the sentinels fail over; 2 Python + 2 Node workers)", **SENTINEL),
+        Scenario("failover-sentinel", nem_failover_sentinel, "must_fail",
+                 "quarantine off: strict violations > 0 (the suite can fail)", quarantine=False,
+                 **SENTINEL),
+        Scenario("failover-sentinel-3", nem_failover_sentinel, "safe",
+                 SAFE + " (N = 3 Sentinel voters, two failed over at once; Python, C and Node "
+                 "workers)", **{**SENTINEL, "nodes": 3, "langs": mixed}),
         Scenario("node-sigstop", nem_node_sigstop, "safe", SAFE, hold_ms=300),
         Scenario("node-stall", nem_stall, "safe", SAFE, hold_ms=300, debug=True),
         Scenario("flaky-partitions", nem_flaky, "safe", SAFE, nodes=5, hold_ms=200),
@@ -829,8 +909,14 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
         env["CHAOS_CLOCK_DIR"] = str(run_dir)
     log("scenario %s: %d nodes, %d workers, ttl %d ms, hold %d ms, %.0f s"
         % (label, sc.nodes, len(sc.langs), sc.ttl_ms, sc.hold_ms, dur))
-    h = Harness(sc.nodes, extra, env)
-    urls = h.urls
+    voters: List[Harness] = []
+    if sc.topology == "sentinel":
+        voters = [Harness(0, (), env, sentinel="1,3") for _ in range(sc.nodes)]
+        h = voters[0]
+        urls = [v.sentinel_url or "" for v in voters]
+    else:
+        h = Harness(sc.nodes, extra, env)
+        urls = h.urls
     endpoint: Optional[Endpoint] = None
     if sc.topology == "endpoint":
         h.send("cmd 1 REPLICAOF 127.0.0.1 %d" % h.ports[0])
@@ -857,7 +943,8 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
             wenv = dict(os.environ)
             wenv.update({
                 "CHAOS_WORKER": str(idx),
-                "CHAOS_NODES": ",".join(urls),
+                # Space-separated: a Sentinel URL lists its sentinels with commas.
+                "CHAOS_NODES": " ".join(urls),
                 "CHAOS_RESOURCE": key,
                 "CHAOS_TTL_MS": str(sc.ttl_ms),
                 "CHAOS_HOLD_MS": str(sc.hold_ms),
@@ -883,7 +970,8 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
             workers.append(p)
             CLEANUP.add(lambda p=p: kill_proc(p))
         ctx = Ctx(h, fw, random.Random(seed), end, stop, workers, run_dir, key,
-                  endpoint=endpoint)
+                  endpoint=endpoint, voters=voters,
+                  quarantine_s=sc.max_ttl_ms / 1000.0 * 1.01 + 1.002)
 
         def nemesis() -> None:
             try:
@@ -909,6 +997,8 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
         fw.heal_all()
         if endpoint is not None:
             endpoint.close()
+        for v in voters[1:]:
+            v.close()
         for w in workers:
             if w.poll() is None:
                 try:

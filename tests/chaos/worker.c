@@ -166,7 +166,7 @@ int main(void) {
         die("ironlock_config_new");
     }
     snprintf(nodes, sizeof nodes, "%s", env("CHAOS_NODES"));
-    for (tok = strtok_r(nodes, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (tok = strtok_r(nodes, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
         if (ironlock_config_add_node(cfg, tok) != IRONLOCK_OK) {
             die(ironlock_last_error());
         }

@@ -64,7 +64,7 @@ const margin = Number(env.CHAOS_MARGIN_MS) / 1000
 const resource = env.CHAOS_RESOURCE
 const logPath = env.CHAOS_LOG
 
-const manager = new LockManager(env.CHAOS_NODES.split(','), {
+const manager = new LockManager(env.CHAOS_NODES.split(' '), {
   retryCount: 3,
   retryDelay: 50,
   nodeTimeout: Number(env.CHAOS_NODE_TIMEOUT_MS),

@@ -35,7 +35,7 @@ def main() -> int:
     counter = env["CHAOS_COUNTER_KEY"]
     fence_key = env["CHAOS_FENCE_KEY"]
     manager = ironlock.LockManager(
-        env["CHAOS_NODES"].split(","),
+        env["CHAOS_NODES"].split(),
         retry_count=3,
         retry_delay=0.05,
         node_timeout=int(env["CHAOS_NODE_TIMEOUT_MS"]) / 1000.0,

@@ -72,8 +72,12 @@ def kill_proc(p: "subprocess.Popen[Any]") -> None:
 class Harness:
     """An ironlock-harness process: N redis-server nodes driven over its stdin protocol."""
 
-    def __init__(self, n: int, extra: Sequence[str] = (), env: Optional[Dict[str, str]] = None):
+    def __init__(self, n: int, extra: Sequence[str] = (), env: Optional[Dict[str, str]] = None,
+                 sentinel: Optional[str] = None):
+        """`sentinel="R,S"`: a master with R replicas under S sentinels instead of n masters."""
         args = [HARNESS, "--nodes", str(n)]
+        if sentinel:
+            args = [HARNESS, "--sentinel", sentinel]
         if extra:
             args += ["--", *extra]
         self.p = subprocess.Popen(
@@ -84,6 +88,7 @@ class Harness:
         info = json.loads(self._readline(30))
         self.ports: List[int] = info["ports"]
         self.urls: List[str] = info["urls"]
+        self.sentinel_url: Optional[str] = info.get("sentinel_url")
         self.lock = threading.Lock()
 
     def _readline(self, timeout: float) -> str:

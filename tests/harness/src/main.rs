@@ -2,8 +2,12 @@
 //!
 //! ```text
 //! ironlock-harness [--nodes N] [-- EXTRA REDIS-SERVER ARGS...]
+//! ironlock-harness --sentinel REPLICAS,SENTINELS
 //! ironlock-harness --pki DIR
 //! ```
+//! `--sentinel R,S` starts a master with R replicas under S sentinels instead (the nodes are the
+//! data nodes, node 0 the first master); the first line then also has `"sentinel_url"`, and the
+//! command `master` answers the index of the node the sentinels name as master now.
 //! `--pki DIR` writes a throw-away PKI for TLS tests into DIR (`make_test_pki`: ca.pem,
 //! server.pem/key, client.pem/key, other-ca.pem), prints `ok` and exits.
 //! Prints one JSON line `{"ports":[...],"urls":[...],"pids":[...]}` once every node answers
@@ -16,7 +20,7 @@
 
 use std::io::{BufRead, Write};
 
-use ironlock_harness::Cluster;
+use ironlock_harness::{Cluster, SentinelGroup};
 
 fn pids_json(c: &Cluster) -> String {
     let pids: Vec<String> = c
@@ -31,6 +35,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mut n = 3usize;
     let mut extra: Vec<String> = Vec::new();
+    let mut sentinel: Option<(usize, usize)> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--nodes" | "-n" => match args.next().and_then(|v| v.parse().ok()) {
@@ -45,6 +50,16 @@ fn main() {
                 println!("ok");
                 return;
             }
+            "--sentinel" => {
+                let spec = args.next().unwrap_or_default();
+                let parsed = spec
+                    .split_once(',')
+                    .and_then(|(r, s)| Some((r.parse().ok()?, s.parse().ok()?)));
+                match parsed {
+                    Some((r, s)) if s > 0 && r <= 8 && s <= 9 => sentinel = Some((r, s)),
+                    _ => usage("--sentinel needs REPLICAS,SENTINELS (e.g. 1,3)"),
+                }
+            }
             "--" => extra.extend(args.by_ref()),
             "-h" | "--help" => {
                 println!("usage: ironlock-harness [--nodes N] [-- EXTRA REDIS-SERVER ARGS...]");
@@ -54,12 +69,26 @@ fn main() {
         }
     }
     let extra_refs: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let mut cluster = match Cluster::start_with(n, &extra_refs) {
-        Ok(c) => c,
+    let started = match sentinel {
+        Some((r, s)) => SentinelGroup::start(r, s).map(|g| (None, Some(g))),
+        None => Cluster::start_with(n, &extra_refs).map(|c| (Some(c), None)),
+    };
+    let (mut plain, mut group) = match started {
+        Ok(both) => both,
         Err(e) => {
             eprintln!("ironlock-harness: {e}");
             std::process::exit(1);
         }
+    };
+    let sentinel_url = group
+        .as_ref()
+        .map(|g| format!(",\"sentinel_url\":\"{}\"", g.url()))
+        .unwrap_or_default();
+    let watch = group.as_ref().map(|g| (g.sentinel_ports(), g.name.clone()));
+    let cluster: &mut Cluster = match (&mut plain, &mut group) {
+        (Some(c), _) => c,
+        (None, Some(g)) => &mut g.data,
+        (None, None) => unreachable!("one of the two was started"),
     };
     let ports: Vec<String> = cluster
         .nodes()
@@ -70,10 +99,10 @@ fn main() {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "{{\"ports\":[{}],\"urls\":[{}],\"pids\":{}}}",
+        "{{\"ports\":[{}],\"urls\":[{}],\"pids\":{}{sentinel_url}}}",
         ports.join(","),
         urls.join(","),
-        pids_json(&cluster)
+        pids_json(cluster)
     );
     let _ = out.flush();
     for line in std::io::stdin().lock().lines() {
@@ -89,12 +118,19 @@ fn main() {
                     .command(i, &rest)
                     .map(|raw| Some(ironlock_harness::resp_to_json(&raw)))
             }
-            ("pids", _) => Ok(Some(pids_json(&cluster))),
+            ("pids", _) => Ok(Some(pids_json(cluster))),
             ("kill", Some(i)) => cluster.kill(i).map(|_| None),
             ("start", Some(i)) => cluster.start_node(i).map(|_| None),
             ("restart", Some(i)) => cluster.restart(i).map(|_| None),
             ("pause", Some(i)) => cluster.pause(i).map(|_| None),
             ("resume", Some(i)) => cluster.resume(i).map(|_| None),
+            ("master", _) => match &watch {
+                Some((sentinels, name)) => ironlock_harness::sentinel_master_port(sentinels, name)
+                    .and_then(|p| cluster.nodes().iter().position(|n| n.port() == p))
+                    .map(|i| Some(i.to_string()))
+                    .ok_or_else(|| "no sentinel names one of the nodes as master".to_owned()),
+                None => Err("not started with --sentinel".to_owned()),
+            },
             ("", _) => continue,
             _ => Err(format!("unknown command {line:?}")),
         };

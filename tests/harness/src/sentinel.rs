@@ -139,11 +139,7 @@ impl SentinelGroup {
 
     /// The port of the master the first sentinel that answers names.
     pub fn master_port(&self) -> Option<u16> {
-        self.sentinels.iter().find_map(|(sp, _)| {
-            let raw =
-                raw_command(*sp, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", &self.name]).ok()?;
-            raw.split("\r\n").nth(4)?.parse().ok()
-        })
+        master_port(&self.sentinel_ports(), &self.name)
     }
 
     /// The index in `data` of the node on `port`.
@@ -197,6 +193,14 @@ impl SentinelGroup {
             .and_then(|p| self.index_of(p))
             .ok_or_else(|| "the new master is not one of the data nodes".to_owned())
     }
+}
+
+/// The port of the master named `name` by the first of these sentinels that answers.
+pub fn master_port(sentinels: &[u16], name: &str) -> Option<u16> {
+    sentinels.iter().find_map(|sp| {
+        let raw = raw_command(*sp, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", name]).ok()?;
+        raw.split("\r\n").nth(4)?.parse().ok()
+    })
 }
 
 impl Drop for SentinelGroup {
