@@ -296,6 +296,26 @@ ironlock_status ironlock_config_set_key_prefix(struct ironlock_config *config,
                                                const char *key_prefix);
 
 /**
+ * The ACL user name that `redis-sentinel://` nodes log in to their sentinels with (the URL's
+ * own credentials are the data nodes'). NULL: none (the default).
+ *
+ * # Safety
+ * `config` is NULL or a live config; `username` is NULL or a NUL-terminated string (copied).
+ */
+ironlock_status ironlock_config_set_sentinel_username(struct ironlock_config *config,
+                                                      const char *username);
+
+/**
+ * The password that `redis-sentinel://` nodes log in to their sentinels with (a sentinel's
+ * `requirepass`). Never shown in errors. NULL: none (the default).
+ *
+ * # Safety
+ * `config` is NULL or a live config; `password` is NULL or a NUL-terminated string (copied).
+ */
+ironlock_status ironlock_config_set_sentinel_password(struct ironlock_config *config,
+                                                      const char *password);
+
+/**
  * A grant needs validity above this, in milliseconds (below max_ttl). Default 0.
  *
  * # Safety

@@ -239,6 +239,56 @@ pub unsafe extern "C" fn ironlock_config_set_key_prefix(
     })
 }
 
+/// The ACL user name that `redis-sentinel://` nodes log in to their sentinels with (the URL's
+/// own credentials are the data nodes'). NULL: none (the default).
+///
+/// # Safety
+/// `config` is NULL or a live config; `username` is NULL or a NUL-terminated string (copied).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_sentinel_username(
+    config: *mut ironlock_config,
+    username: *const c_char,
+) -> ironlock_status {
+    call(|| {
+        // SAFETY: forwarded caller contract.
+        let config = unsafe { arg_mut(config, "config") }?;
+        let user = if username.is_null() {
+            None
+        } else {
+            Some(unsafe { arg_str(username, "username") }?.to_owned())
+        };
+        config
+            .edits
+            .push(Box::new(move |c| c.sentinel_username(user.clone())));
+        Ok(())
+    })
+}
+
+/// The password that `redis-sentinel://` nodes log in to their sentinels with (a sentinel's
+/// `requirepass`). Never shown in errors. NULL: none (the default).
+///
+/// # Safety
+/// `config` is NULL or a live config; `password` is NULL or a NUL-terminated string (copied).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_sentinel_password(
+    config: *mut ironlock_config,
+    password: *const c_char,
+) -> ironlock_status {
+    call(|| {
+        // SAFETY: forwarded caller contract.
+        let config = unsafe { arg_mut(config, "config") }?;
+        let password = if password.is_null() {
+            None
+        } else {
+            Some(unsafe { arg_str(password, "password") }?.to_owned())
+        };
+        config
+            .edits
+            .push(Box::new(move |c| c.sentinel_password(password.clone())));
+        Ok(())
+    })
+}
+
 /// A grant needs validity above this, in milliseconds (below max_ttl). Default 0.
 ///
 /// # Safety

@@ -462,6 +462,45 @@ static void test_redaction(const harness *h) {
     }
 }
 
+/* A Sentinel-managed master as a voter: the URL form is accepted, the sentinels' password is
+   never shown, and a node that is no sentinel is a node error naming the sentinels. */
+static void test_sentinel_voter(const harness *h) {
+    char url[160];
+    const char *port = strrchr(h->urls[0], ':');
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1%s,127.0.0.1%s#mymaster", port, port);
+    ironlock_config *cfg = ironlock_config_new();
+    CHECK(ironlock_config_add_node(cfg, url) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_sentinel_username(cfg, NULL) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_sentinel_password(cfg, "hunter2pw") == IRONLOCK_OK);
+    CHECK(ironlock_config_set_restart_quarantine(cfg, false) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_retry_count(cfg, 0) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_connect_timeout_ms(cfg, 500) == IRONLOCK_OK);
+    CHECK(ironlock_config_set_sentinel_password(NULL, "x") == IRONLOCK_INVALID_ARGUMENT);
+    ironlock_manager *m = NULL;
+    ironlock_status s = ironlock_manager_new(cfg, &m);
+    ironlock_config_free(cfg);
+    CHECK(s == IRONLOCK_OK);
+    if (s != IRONLOCK_OK) return;
+    const char *res[] = {"c-test:sentinel"};
+    ironlock_lock *lock = NULL;
+    s = ironlock_acquire(m, res, 1, 1000, NULL, &lock);
+    CHECK(s == IRONLOCK_UNAVAILABLE); /* a plain redis-server answers no SENTINEL command */
+    CHECK(strstr(ironlock_last_error(), "hunter2pw") == NULL);
+    CHECK(ironlock_last_report_node_count() == 1);
+    CHECK(strstr(ironlock_last_report_node_url(0), "redis-sentinel://") != NULL);
+    CHECK(strstr(ironlock_last_report_node_url(0), "#mymaster") != NULL);
+    const char *err = ironlock_last_report_node_error(0);
+    CHECK(err != NULL && strstr(err, "sentinels") != NULL && strstr(err, "hunter2pw") == NULL);
+    if (lock) { ironlock_release(lock); ironlock_lock_free(lock); }
+    ironlock_manager_free(m);
+    cfg = ironlock_config_new();
+    CHECK(ironlock_config_add_node(cfg, "redis-sentinel://127.0.0.1:26379") == IRONLOCK_OK);
+    m = NULL;
+    CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_INVALID_ARGUMENT, "nodes[0]: a redis-sentinel:// URL names its master after '#'");
+    CHECK(m == NULL);
+    ironlock_config_free(cfg);
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -850,6 +889,7 @@ int main(void) {
     }
     test_lock_outlives_manager(&h);
     test_redaction(&h);
+    test_sentinel_voter(&h);
     test_bad_node_among_good(&h);
     test_stats(&h);
     test_semaphore(&h);
