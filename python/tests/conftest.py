@@ -20,10 +20,13 @@ HARNESS = os.environ.get("IRONLOCK_HARNESS", str(REPO / "target" / "debug" / "ir
 class Cluster:
     """N fresh redis-server nodes on loopback; killed when the harness's stdin closes."""
 
-    def __init__(self, nodes: int, extra: List[str] = []) -> None:
+    def __init__(self, nodes: int, extra: List[str] = [], sentinel: str = "") -> None:
+        """`sentinel="R,S"`: a master with R replicas under S sentinels instead of N masters
+        (`sentinel_url` names it; `master()` and `failover()` drive it)."""
         args = ["--", *extra] if extra else []
+        start = ["--sentinel", sentinel] if sentinel else ["--nodes", str(nodes)]
         self.proc = subprocess.Popen(
-            [HARNESS, "--nodes", str(nodes), *args],
+            [HARNESS, *start, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -36,6 +39,7 @@ class Cluster:
         info = json.loads(line)
         self.urls: List[str] = info["urls"]
         self.ports: List[int] = info["ports"]
+        self.sentinel_url: str = info.get("sentinel_url", "")
         self._mutex = threading.Lock()
 
     def _ask(self, line: str) -> str:
@@ -51,6 +55,14 @@ class Cluster:
     def cmd(self, node: int, *args: str) -> Any:
         """One Redis command on one node; the reply as JSON (str, int, None, list, dict)."""
         return json.loads(self._ask(" ".join(["cmd", str(node), *args])))
+
+    def master(self) -> int:
+        """The data node the sentinels name as master now."""
+        return int(self._ask("master"))
+
+    def failover(self) -> int:
+        """SENTINEL FAILOVER, until the old master is a replica; the new master's index."""
+        return int(self._ask("failover"))
 
     def control(self, op: str, node: int) -> None:
         """kill / start / restart / pause / resume."""

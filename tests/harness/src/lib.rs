@@ -7,7 +7,9 @@ mod pki;
 mod sentinel;
 
 pub use pki::make_test_pki;
-pub use sentinel::{SentinelGroup, master_port as sentinel_master_port};
+pub use sentinel::{
+    SentinelGroup, failover as sentinel_failover, master_port as sentinel_master_port,
+};
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

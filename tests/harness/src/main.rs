@@ -7,7 +7,9 @@
 //! ```
 //! `--sentinel R,S` starts a master with R replicas under S sentinels instead (the nodes are the
 //! data nodes, node 0 the first master); the first line then also has `"sentinel_url"`, and the
-//! command `master` answers the index of the node the sentinels name as master now.
+//! command `master` answers the index of the node the sentinels name as master now, and
+//! `failover` runs `SENTINEL FAILOVER`, waits until the old master is a replica of the new one,
+//! and answers the new master's index.
 //! `--pki DIR` writes a throw-away PKI for TLS tests into DIR (`make_test_pki`: ca.pem,
 //! server.pem/key, client.pem/key, other-ca.pem), prints `ok` and exits.
 //! Prints one JSON line `{"ports":[...],"urls":[...],"pids":[...]}` once every node answers
@@ -129,6 +131,13 @@ fn main() {
                     .and_then(|p| cluster.nodes().iter().position(|n| n.port() == p))
                     .map(|i| Some(i.to_string()))
                     .ok_or_else(|| "no sentinel names one of the nodes as master".to_owned()),
+                None => Err("not started with --sentinel".to_owned()),
+            },
+            ("failover", _) => match &watch {
+                Some((sentinels, name)) => {
+                    ironlock_harness::sentinel_failover(sentinels, name, cluster)
+                        .map(|i| Some(i.to_string()))
+                }
                 None => Err("not started with --sentinel".to_owned()),
             },
             ("", _) => continue,

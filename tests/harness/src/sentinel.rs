@@ -153,46 +153,62 @@ impl SentinelGroup {
     }
 
     /// `SENTINEL FAILOVER` and waits until a replica is the master the sentinels name and says
-    /// so itself (`role:master`); returns its index in `data`.
+    /// so itself (`role:master`), and the old master is a replica; returns its index in `data`.
     pub fn failover(&self) -> Result<usize, String> {
-        let old = self.master_port().ok_or("no sentinel names a master")?;
-        let (sp, _) = self.sentinels.first().ok_or("no sentinels")?;
-        let reply = raw_command(*sp, &["SENTINEL", "FAILOVER", &self.name])?;
-        if !reply.starts_with("+OK") {
-            return Err(format!("SENTINEL FAILOVER: {}", reply.trim()));
-        }
-        let new = self.await_new_master(old)?;
-        // The old master is alive: wait until the sentinels have made it a replica.
-        wait(Duration::from_secs(30), "the old master demoted", || {
-            raw_command(old, &["INFO", "replication"])
-                .is_ok_and(|r| info_field(&r, "role").as_deref() == Some("slave"))
-        })?;
-        Ok(new)
+        failover(&self.sentinel_ports(), &self.name, &self.data)
     }
 
     /// Waits until the sentinels name a master other than the one on `old` and it says it is
     /// master (after a failover they started themselves, e.g. for a killed master).
     pub fn await_new_master(&self, old: u16) -> Result<usize, String> {
-        let mut found = None;
-        wait(Duration::from_secs(30), "a new master", || {
-            let Some(p) = self.master_port().filter(|p| *p != old) else {
-                return false;
-            };
-            let role = raw_command(p, &["INFO", "replication"]).ok();
-            let ok = role
-                .as_deref()
-                .and_then(|r| info_field(r, "role"))
-                .as_deref()
-                == Some("master");
-            if ok {
-                found = Some(p);
-            }
-            ok
-        })?;
-        found
-            .and_then(|p| self.index_of(p))
-            .ok_or_else(|| "the new master is not one of the data nodes".to_owned())
+        await_new_master(&self.sentinel_ports(), &self.name, &self.data, old)
     }
+}
+
+/// [`SentinelGroup::failover`] for a group known by its sentinels' ports, its master's name and
+/// its data nodes.
+pub fn failover(sentinels: &[u16], name: &str, data: &Cluster) -> Result<usize, String> {
+    let old = master_port(sentinels, name).ok_or("no sentinel names a master")?;
+    let sp = sentinels.first().ok_or("no sentinels")?;
+    let reply = raw_command(*sp, &["SENTINEL", "FAILOVER", name])?;
+    if !reply.starts_with("+OK") {
+        return Err(format!("SENTINEL FAILOVER: {}", reply.trim()));
+    }
+    let new = await_new_master(sentinels, name, data, old)?;
+    // The old master is alive: wait until the sentinels have made it a replica.
+    wait(Duration::from_secs(30), "the old master demoted", || {
+        raw_command(old, &["INFO", "replication"])
+            .is_ok_and(|r| info_field(&r, "role").as_deref() == Some("slave"))
+    })?;
+    Ok(new)
+}
+
+/// [`SentinelGroup::await_new_master`] for a group known by its parts.
+pub fn await_new_master(
+    sentinels: &[u16],
+    name: &str,
+    data: &Cluster,
+    old: u16,
+) -> Result<usize, String> {
+    let mut found = None;
+    wait(Duration::from_secs(30), "a new master", || {
+        let Some(p) = master_port(sentinels, name).filter(|p| *p != old) else {
+            return false;
+        };
+        let role = raw_command(p, &["INFO", "replication"]).ok();
+        let ok = role
+            .as_deref()
+            .and_then(|r| info_field(r, "role"))
+            .as_deref()
+            == Some("master");
+        if ok {
+            found = Some(p);
+        }
+        ok
+    })?;
+    found
+        .and_then(|p| data.nodes().iter().position(|n| n.port() == p))
+        .ok_or_else(|| "the new master is not one of the data nodes".to_owned())
 }
 
 /// The port of the master named `name` by the first of these sentinels that answers.
