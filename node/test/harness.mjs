@@ -62,7 +62,22 @@ export class Cluster {
     const info = JSON.parse(await this.#next(30_000))
     this.urls = info.urls
     this.ports = info.ports
+    this.sentinelUrl = info.sentinel_url
     return this
+  }
+
+  /** With `startSentinelGroup`: the data node the sentinels name as master now. */
+  async master() {
+    return Number(await this.send('master'))
+  }
+
+  /** With `startSentinelGroup`: SENTINEL FAILOVER, until the old master is a replica. */
+  async failover() {
+    const child = this.#child
+    child.stdin.write('failover\n')
+    const answer = await this.#next(60_000)
+    if (answer.startsWith('error:')) throw new Error(`harness: failover: ${answer}`)
+    return Number(answer)
   }
 
   async send(line) {
@@ -111,6 +126,18 @@ export async function startCluster(n, extra = []) {
     child.once('error', reject)
   })
   await spawned
+  return new Cluster(child).init()
+}
+
+/** A master with `replicas` replicas under `sentinels` sentinels (`sentinelUrl` names it). */
+export async function startSentinelGroup(replicas = 1, sentinels = 3) {
+  const child = spawn(HARNESS, ['--sentinel', `${replicas},${sentinels}`], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  })
+  await new Promise((resolve, reject) => {
+    child.once('spawn', resolve)
+    child.once('error', reject)
+  })
   return new Cluster(child).init()
 }
 
