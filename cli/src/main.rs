@@ -93,7 +93,13 @@ fn config(global: &Global, out: &Output) -> Result<Config, Error> {
         )
         .map_err(invalid)?;
     }
-    Ok(settings(global)?(nodes))
+    let config = settings(global)?(nodes);
+    // Every problem `check` finds is in the arguments (it connects to nothing), an unusable
+    // scheme included: a usage error (64), like a URL without a scheme, not an outage (69).
+    config
+        .check()
+        .map_err(|e| invalid(e.message().to_owned()))?;
+    Ok(config)
 }
 
 /// An `InvalidArgument` error from a message.
@@ -163,7 +169,10 @@ fn fail_after(out: &Output, err: &Error, conflict: u8, context: &str) -> u8 {
                 .filter(|n| n.vote != ironlock::Vote::For)
             {
                 let why = match (n.vote, &n.error) {
-                    (ironlock::Vote::NotEligible, _) => {
+                    (ironlock::Vote::NotEligible, Some(e)) => {
+                        format!("not eligible: {e} (see `ironlock check`)")
+                    }
+                    (ironlock::Vote::NotEligible, None) => {
                         "not eligible: restarted less than --max-ttl ago (see `ironlock check`)"
                             .to_owned()
                     }

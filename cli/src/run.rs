@@ -194,6 +194,9 @@ async fn acquire(
     let mut last_votes: Option<String> = None;
     let mut ticker = tokio::time::interval(TICK);
     let mut first = true;
+    // Said once, even off a terminal: a wait for nodes in quarantine can last a minute, and a
+    // cron job's log should say why it waited.
+    let mut told_quarantine = false;
     loop {
         // Without --wait the first attempt is one round, so that a node list where no node
         // answers at all (a wrong --node) is reported at once, not after a chunk of retries.
@@ -274,6 +277,18 @@ async fn acquire(
             .unwrap_or_else(|| "no votes".to_owned());
         if last_votes.is_none() {
             out.info(&format!("{:?} is busy ({votes}); waiting", args.resource));
+        }
+        let quarantined = err
+            .report()
+            .is_some_and(|r| r.nodes.iter().any(|n| n.vote == Vote::NotEligible));
+        if quarantined && !told_quarantine {
+            told_quarantine = true;
+            let err = err.clone().respelled(&crate::FLAG_WORDS);
+            out.error(&format!(
+                "waiting for {:?}: no quorum counts yet: {}",
+                args.resource,
+                err.message()
+            ));
         }
         out.event(
             "waiting",

@@ -107,22 +107,44 @@ fn slots_admit_at_most_k_commands() {
         "{}",
         stderr(&out)
     );
-    // A lock on the same name is another key; a semaphore of 3 has a slot left.
+    // A lock on the same name is another key.
     let out = run(
         ironlock(&urls).args(["run", "-n", &key, "--", "true"]),
         LIMIT,
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = run(
-        ironlock(&urls).args(["run", "-n", "--slots", "3", &key, "--", "true"]),
-        LIMIT,
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Every holder uses one limit: --slots 3 while 2 slots of 2 are held is refused (it was
+    // admitted as a third holder), and so is a wait for it.
+    for wait in [&["-n"][..], &["-w", "5"][..]] {
+        let started = std::time::Instant::now();
+        let out = run(
+            ironlock(&urls)
+                .arg("run")
+                .args(wait)
+                .args(["--slots", "3", &key, "--", "true"]),
+            LIMIT,
+        );
+        assert_eq!(code(&out), 64, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!(
+                "limit: the semaphore {key:?} is in use with limit 2 on 3 of 3 nodes; got 3"
+            )),
+            "{}",
+            stderr(&out)
+        );
+        assert!(started.elapsed() < Duration::from_secs(4), "waited");
+    }
     for h in holders {
         signal(&h.child, libc::SIGTERM);
         let out = finish(h.child, LIMIT);
         assert_eq!(code(&out), 143, "{}", stderr(&out));
     }
+    // No slot held: the limit may change.
+    let out = run(
+        ironlock(&urls).args(["run", "-n", "--slots", "3", &key, "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = run(
         ironlock(&urls).args(["run", "-n", "--slots", "0", &key, "--", "true"]),
         LIMIT,
@@ -181,5 +203,56 @@ fn a_text_argument_that_is_not_utf8_is_refused_by_its_name() {
         );
         // The value is not echoed: a node URL holds its password.
         assert!(!err.contains("s3cret"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_wait_for_nodes_in_quarantine_says_why_even_off_a_terminal() {
+    let cluster = cluster(3);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ironlock"));
+    cmd.env_remove("IRONLOCK_NODES").env_remove("REDIS_URL");
+    for u in cluster.urls() {
+        cmd.arg("--node").arg(u);
+    }
+    // No --wait: it waits until the nodes count (about 3 s with --max-ttl 2), and says why once.
+    let out = run(
+        cmd.args([
+            "run",
+            "--max-ttl",
+            "2",
+            "--ttl",
+            "1",
+            &unique("qwait"),
+            "--",
+            "true",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("no quorum counts yet"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once: {err}");
+    assert!(
+        said[0].contains("in restart quarantine") && said[0].contains("counted again in"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_node_url_with_an_unusable_scheme_is_a_usage_error() {
+    for url in ["http://127.0.0.1:6379", "redis-cluster://127.0.0.1:7000"] {
+        let out = run(
+            ironlock(&[url.to_owned()]).args(["run", "-n", "x", "--", "true"]),
+            LIMIT,
+        );
+        assert_eq!(code(&out), 64, "{url}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("nodes[0]: unsupported scheme"),
+            "{url}: {}",
+            stderr(&out)
+        );
     }
 }
