@@ -215,17 +215,18 @@ impl TypedValueParser for Text {
     }
 }
 
-/// The node URLs of a `--node-file`: one per line, blank lines and `#` comments skipped. Refused,
-/// as ssh refuses a private key, when the group or other users may read it.
+/// The node URLs of a `--node-file`: one per line, blank lines and `#` comments skipped. Refused
+/// when every user may write it, or when it holds a password and the group or other users may
+/// read it (as ssh refuses a private key).
 pub fn read_node_file(path: &std::path::Path) -> Result<Vec<String>, String> {
     use std::os::unix::fs::PermissionsExt;
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| format!("--node-file {shown}: {e}"))?;
     let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    if mode & 0o002 != 0 {
+        // Anyone could point this command at a server of theirs.
         return Err(format!(
-            "--node-file {shown}: readable by other users (mode {mode:03o}); it may hold \
-             passwords: chmod 600 {shown}"
+            "--node-file {shown}: writable by every user (mode {mode:03o}): chmod o-w {shown}"
         ));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("--node-file {shown}: {e}"))?;
@@ -237,6 +238,15 @@ pub fn read_node_file(path: &std::path::Path) -> Result<Vec<String>, String> {
         .collect();
     if nodes.is_empty() {
         return Err(format!("--node-file {shown}: no node URL in it"));
+    }
+    // A file without passwords may be shared (mode 644, as /etc files are); one with a password
+    // must be readable by its owner only.
+    let secret = nodes.iter().any(|u| ironlock::redact_url(u) != *u);
+    if secret && mode & 0o077 != 0 {
+        return Err(format!(
+            "--node-file {shown}: holds a password and is readable by other users (mode \
+             {mode:03o}): chmod 600 {shown}"
+        ));
     }
     Ok(nodes)
 }

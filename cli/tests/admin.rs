@@ -96,6 +96,100 @@ fn status_shows_the_holder_and_release_frees_it() {
     assert_eq!(code(&out), 75, "{}", stderr(&out));
 }
 
+/// Issue 29: `status` of a semaphore's name shows its permits (holders and ttl per node, the
+/// limit in use), not "free".
+#[test]
+fn status_shows_the_permits_of_a_semaphore() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let key = unique("slots-status");
+    let holders: Vec<_> = (0..2)
+        .map(|_| {
+            hold(
+                &urls,
+                &["--slots", "2", "--ttl", "5"],
+                &key,
+                "exec sleep 20",
+            )
+        })
+        .collect();
+    let mut tokens: Vec<&str> = holders.iter().map(|h| h.token.as_str()).collect();
+    tokens.sort();
+    let out = run(ironlock(&urls).args(["status", &key]), LIMIT);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(!text.contains("free"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{key:?}: semaphore (limit 2, quorum 3): 2 of 2 permits held: {} on 3 of 3 nodes, {} on 3 of 3 nodes",
+            tokens[0], tokens[1]
+        )),
+        "{text}"
+    );
+    for u in &urls {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(u.as_str()))
+            .unwrap_or_else(|| panic!("no line for {u}: {text}"));
+        assert!(line.contains("2 permits of 2: "), "{line}");
+        assert!(
+            tokens.iter().all(|t| line.contains(&format!("{t} ttl "))),
+            "{line}"
+        );
+    }
+    let out = run(ironlock(&urls).args(["status", "--json", &key]), LIMIT);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("status JSON");
+    assert_eq!(v["holder"], serde_json::Value::Null, "{v}");
+    let sem = &v["semaphore"];
+    assert_eq!(
+        sem["key"].as_str(),
+        Some(format!("{key}:ironlock:semaphore").as_str())
+    );
+    assert_eq!(
+        (sem["limit"].as_u64(), sem["quorum"].as_u64()),
+        (Some(2), Some(3)),
+        "{v}"
+    );
+    let mut held: Vec<&str> = sem["held"]
+        .as_array()
+        .expect("held")
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    held.sort();
+    assert_eq!(held, tokens, "{v}");
+    for n in v["nodes"].as_array().expect("nodes") {
+        assert_eq!(n["limit"], 2, "{n}");
+        let permits = n["permits"].as_array().expect("permits");
+        assert_eq!(permits.len(), 2, "{n}");
+        for p in permits {
+            let ttl = p["ttl_ms"].as_f64().expect("ttl");
+            assert!(ttl > 0.0 && ttl <= 5000.0, "{p}");
+        }
+    }
+    let out = run(
+        ironlock(&urls).args(["status", "--prometheus", &key]),
+        LIMIT,
+    );
+    assert!(
+        stdout(&out).contains(&format!(
+            "ironlock_semaphore_permits_held{{key=\"{key}\"}} 2\n"
+        )),
+        "{}",
+        stdout(&out)
+    );
+    for h in holders {
+        signal(&h.child, libc::SIGTERM);
+        finish(h.child, LIMIT);
+    }
+    let out = run(ironlock(&urls).args(["status", &key]), LIMIT);
+    assert!(
+        stdout(&out).contains(": free (quorum 2)"),
+        "{}",
+        stdout(&out)
+    );
+}
+
 #[test]
 fn status_without_a_quorum_of_answers_exits_69() {
     let mut cluster = cluster(3);
@@ -292,6 +386,24 @@ fn secrets_stay_off_the_command_line() {
         stderr(&out)
     );
     assert!(!(stdout(&out) + &stderr(&out)).contains("s3cretpw"));
+    // A file without passwords may be shared (mode 644); a world-writable one never.
+    let public = dir.join("public-nodes");
+    let open = common::cluster(1);
+    std::fs::write(&public, format!("{}\n", open.urls()[0])).unwrap();
+    std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let public_arg = public.to_str().unwrap().to_owned();
+    let out = run(
+        ironlock(&[]).args(["--node-file", &public_arg, "check"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = run(
+        ironlock(&[]).args(["--node-file", &public_arg, "check"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(stderr(&out).contains("chmod o-w"), "{}", stderr(&out));
 }
 
 #[test]
