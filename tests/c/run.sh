@@ -168,10 +168,16 @@ run "install: libironlock.so -> .so.0 -> .so.<version>, SONAME .so.0" sh -c \
 export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
 echo "pkg-config --cflags --libs ironlock: $(pkg-config --cflags --libs ironlock)"
 # shellcheck disable=SC2046
+# As the README's quick start builds it: no rpath or LD_LIBRARY_PATH of our own; the .pc gives it.
 cc -std=c11 -Wall -Wextra -Werror ffi/examples/basic.c $(pkg-config --cflags --libs ironlock) \
-  -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/basic_pkgconfig"
-run "pkg-config build links the installed library" sh -c "ldd '$PREFIX/basic_pkgconfig' | grep -q '$PREFIX/lib/libironlock.so'"
-run "pkg-config build runs" "$PREFIX/basic_pkgconfig" "${URLS[@]}"
+  -o "$PREFIX/basic_pkgconfig"
+run "pkg-config build links the installed library" sh -c "env -u LD_LIBRARY_PATH ldd '$PREFIX/basic_pkgconfig' | grep -q '$PREFIX/lib/libironlock.so'"
+run "pkg-config build runs without LD_LIBRARY_PATH" env -u LD_LIBRARY_PATH "$PREFIX/basic_pkgconfig" "${URLS[@]}"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror ffi/examples/basic.c $(pkg-config --cflags --libs ironlock-static) \
+  -o "$PREFIX/basic_pkgconfig_static"
+run "pkg-config ironlock-static links no shared libironlock" sh -c "! readelf -d '$PREFIX/basic_pkgconfig_static' | grep -q 'NEEDED.*libironlock'"
+run "pkg-config ironlock-static build runs" "$PREFIX/basic_pkgconfig_static" "${URLS[@]}"
 cmake -S tests/c/cmake-consumer -B "$PREFIX/cmake-build" -DCMAKE_PREFIX_PATH="$PREFIX" \
   -DEXAMPLE="$REPO/ffi/examples/basic.c" -DEXAMPLE_CPP="$REPO/ffi/examples/basic.cpp" \
   -DCMAKE_BUILD_TYPE=Debug >/dev/null
