@@ -59,6 +59,83 @@ fn holder(holders: &[Holder], quorum: usize) -> Option<(&str, usize)> {
         })
 }
 
+/// The semaphore of the same name as the nodes see it: the limit most of them record, its
+/// quorum Q(limit), and each token with the nodes that hold it, most first.
+struct Permits<'a> {
+    limit: Option<u32>,
+    quorum: Option<usize>,
+    tokens: Vec<(&'a str, usize)>,
+}
+
+impl<'a> Permits<'a> {
+    /// `None` when no node holds a permit.
+    fn of(holders: &'a [Holder]) -> Option<Permits<'a>> {
+        let mut tokens: Vec<(&str, usize)> = Vec::new();
+        for p in holders.iter().flat_map(|h| &h.permits) {
+            match tokens.iter_mut().find(|(t, _)| *t == p.token) {
+                Some((_, n)) => *n += 1,
+                None => tokens.push((&p.token, 1)),
+            }
+        }
+        if tokens.is_empty() {
+            return None;
+        }
+        tokens.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let mut limits: Vec<(u32, usize)> = Vec::new();
+        for l in holders.iter().filter_map(|h| h.limit) {
+            match limits.iter_mut().find(|(k, _)| *k == l) {
+                Some((_, n)) => *n += 1,
+                None => limits.push((l, 1)),
+            }
+        }
+        let limit = limits.iter().max_by_key(|(_, n)| *n).map(|(l, _)| *l);
+        Some(Permits {
+            limit,
+            quorum: limit.map(|l| ironlock::semaphore_quorum(holders.len(), l)),
+            tokens,
+        })
+    }
+
+    /// The permits a quorum of nodes hold (all of them when the limit is not known).
+    fn held(&self) -> Vec<&'a str> {
+        let q = self.quorum.unwrap_or(0);
+        self.tokens
+            .iter()
+            .filter(|(_, n)| *n >= q)
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
+    /// One line: how many permits are held, of what limit, and by whom.
+    fn line(&self, nodes: usize) -> String {
+        let each = |tokens: &[(&str, usize)]| {
+            tokens
+                .iter()
+                .map(|(t, n)| format!("{t} on {n} of {nodes} nodes"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (Some(limit), Some(q)) = (self.limit, self.quorum) else {
+            return format!(
+                "semaphore (limit not recorded): permits {}",
+                each(&self.tokens)
+            );
+        };
+        let (held, partial): (Vec<_>, Vec<_>) = self.tokens.iter().partition(|(_, n)| *n >= q);
+        let mut line = format!(
+            "semaphore (limit {limit}, quorum {q}): {} of {limit} permits held",
+            held.len()
+        );
+        if !held.is_empty() {
+            line += &format!(": {}", each(&held));
+        }
+        if !partial.is_empty() {
+            line += &format!("; on fewer than {q} nodes: {}", each(&partial));
+        }
+        line
+    }
+}
+
 pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Output) -> u8 {
     let check = match Check::run(resource, config, out).await {
         Ok(c) => c,
@@ -66,44 +143,84 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
     };
     let (holders, quorum, answered) = (&check.holders, check.quorum, check.answered);
     let holder = holder(holders, quorum);
+    let permits = Permits::of(holders);
     let code = check.code();
+    let key = format!("{key_prefix}{resource}");
     if out.json() {
         let v = json!({
             "resource": resource,
-            "key": format!("{key_prefix}{resource}"),
+            "key": key,
             "quorum": quorum,
             "answered": answered,
             "holder": holder.map(|(t, _)| t),
+            "semaphore": permits.as_ref().map(|p| json!({
+                "key": ironlock::scripts::semaphore_key(&key),
+                "limit": p.limit,
+                "quorum": p.quorum,
+                "held": p.held(),
+                "permits": p.tokens.iter().map(|(t, n)| json!({"token": t, "nodes": n}))
+                    .collect::<Vec<_>>(),
+            })),
             "nodes": holders.iter().map(|h| json!({
                 "url": h.url,
                 "token": h.token,
                 "ttl_ms": h.ttl.map(millis),
+                "permits": h.permits.iter().map(|p| json!({
+                    "token": p.token,
+                    "ttl_ms": millis(p.ttl),
+                })).collect::<Vec<_>>(),
+                "limit": h.limit,
                 "error": h.error,
             })).collect::<Vec<_>>(),
         });
         println!("{v}");
     } else if out.human() {
+        let n = holders.len();
+        let lock_free = holders.iter().all(|h| h.token.is_none());
         let summary = match holder {
-            Some((t, n)) => format!("held by {t} on {n} of {} nodes", holders.len()),
-            None if answered < quorum => format!(
-                "unknown: only {answered} of {} nodes answered",
-                holders.len()
-            ),
-            None if holders.iter().all(|h| h.token.is_none()) => "free".to_owned(),
-            None => "not held by a quorum".to_owned(),
+            Some((t, k)) => Some(format!("held by {t} on {k} of {n} nodes")),
+            None if answered < quorum => {
+                Some(format!("unknown: only {answered} of {n} nodes answered"))
+            }
+            // A semaphore's name: its permits say it all.
+            None if lock_free && permits.is_some() => None,
+            None if lock_free => Some("free".to_owned()),
+            None => Some("not held by a quorum".to_owned()),
         };
-        println!("{resource:?}: {summary} (quorum {quorum})");
+        if let Some(summary) = summary {
+            println!("{resource:?}: {summary} (quorum {quorum})");
+        }
+        if let Some(p) = &permits {
+            println!("{resource:?}: {}", p.line(n));
+        }
         let width = holders.iter().map(|h| h.url.len()).max().unwrap_or(0);
         for h in holders {
-            let what = match (&h.error, &h.token) {
-                (Some(e), _) => format!("error: {e}"),
-                (None, Some(t)) => format!(
-                    "{t}  ttl {}",
-                    h.ttl.map(secs).unwrap_or_else(|| "none".to_owned())
-                ),
-                (None, None) => "free".to_owned(),
-            };
-            println!("  {:width$}  {what}", h.url);
+            let mut what = Vec::new();
+            if let Some(e) = &h.error {
+                what.push(format!("error: {e}"));
+            }
+            if let Some(t) = &h.token {
+                let ttl = h.ttl.map(secs).unwrap_or_else(|| "none".to_owned());
+                what.push(format!("{t}  ttl {ttl}"));
+            }
+            if !h.permits.is_empty() {
+                let each: Vec<String> = h
+                    .permits
+                    .iter()
+                    .map(|p| format!("{} ttl {}", p.token, secs(p.ttl)))
+                    .collect();
+                let limit = h.limit.map(|l| format!(" of {l}")).unwrap_or_default();
+                what.push(format!(
+                    "{} permit{}{limit}: {}",
+                    h.permits.len(),
+                    if h.permits.len() == 1 { "" } else { "s" },
+                    each.join(", ")
+                ));
+            }
+            if what.is_empty() {
+                what.push("free".to_owned());
+            }
+            println!("  {:width$}  {}", h.url, what.join("; "));
         }
     }
     code
@@ -139,6 +256,12 @@ pub async fn prometheus(resource: &str, key_prefix: &str, config: Config, out: &
         "resource_holding_nodes",
         "nodes that hold the quorum's token for the key (0 if no quorum agrees)",
         vec![(format!("key=\"{key}\""), held.to_string())],
+    );
+    let permits = Permits::of(&check.holders).map_or(0, |p| p.held().len());
+    gauge(
+        "semaphore_permits_held",
+        "permits of the semaphore of the same name held by its quorum (each on Q(limit) nodes)",
+        vec![(format!("key=\"{key}\""), permits.to_string())],
     );
     gauge(
         "quorum",

@@ -1,18 +1,18 @@
 //! Acquire: the retry loop with release wake-ups, one round (votes, drift, validity, fencing),
 //! and the rollback of a failed or cancelled round.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 
 use crate::cluster::Cluster;
-use crate::config::{Config, quote_resources, validate_resource, validate_resources};
+use crate::config::{Config, cut, quote_resources, validate_resource, validate_resources};
 use crate::error::{Error, ErrorKind, Report, Result, Vote, with_summary};
 use crate::lock::{Kind, Lock, LockInner, LockState, release_on, seated_at_acquire};
 use crate::node::{Failure, Node};
-use crate::quorum::{self, Reply, Round, Tally};
+use crate::quorum::{self, Reply, Round, Tally, full_to_explain, split_vote};
 use crate::scripts;
 use crate::stats::Event;
 use crate::token;
@@ -143,27 +143,46 @@ async fn acquire_kind<S: AsRef<str>>(
     };
     let mut watch: Option<crate::notify::Watch> = None;
     let mut round_no = 0u32;
+    // Rounds that re-tried a split vote at once; they do not count against `retries`.
+    let mut quick = 0u32;
     loop {
         round_no += 1;
         if let Some(w) = &watch {
             w.waiter.consumed();
         }
         let round_started = Instant::now();
-        let err = match acquire_round(cluster, &request, &resources, round_no).await {
+        let (err, split) = match acquire_round(cluster, &request, &resources, round_no).await {
             Ok(lock) => {
                 guard.armed = false;
                 cluster.stats.note(Event::Granted);
                 cluster.stats.acquire_took(started.elapsed());
                 return Ok(lock);
             }
-            Err(e) => e,
+            Err(RoundFailed { error, split }) => (error, split),
         };
         let now = Instant::now();
         let last_round = now - round_started;
         if let (Some(w), Some(fair)) = (&watch, &request.fair) {
             w.waiter.rank(fair.rank(), &request.token);
         }
-        if round_no > retries || deadline.is_some_and(|d| now >= d) {
+        if err.kind() == ErrorKind::InvalidArgument {
+            // A semaphore in use with another limit: no round will change that soon.
+            return Err(give_up(cluster, &mut guard, started, err).await);
+        }
+        if split && quick < SPLIT_RETRIES && deadline.is_none_or(|d| now < d) {
+            // A split vote among concurrent requests (a permit may be free): try again after a
+            // short random pause, so that the requests reach the nodes one after another,
+            // whatever the retry settings — a try-once too, which stays quick.
+            quick += 1;
+            let spread = (2 * last_round).clamp(SPLIT_SPREAD_MIN, SPLIT_SPREAD_MAX);
+            let mut pause = spread.mul_f64(token::random_unit());
+            if let Some(d) = deadline {
+                pause = pause.min(d - now);
+            }
+            tokio::time::sleep(pause).await;
+            continue;
+        }
+        if round_no - quick > retries || deadline.is_some_and(|d| now >= d) {
             return Err(give_up(cluster, &mut guard, started, err).await);
         }
         // Subscribe once we know we have to wait; a release then ends the pause early.
@@ -255,13 +274,30 @@ async fn give_up(
 
 /// Counts a failed acquire call by its kind and returns its error.
 fn count_failure(cluster: &Cluster, started: Instant, err: Error) -> Error {
-    cluster.stats.note(if err.kind() == ErrorKind::Contended {
-        Event::Contended
-    } else {
-        Event::Unavailable
-    });
+    match err.kind() {
+        ErrorKind::Contended => cluster.stats.note(Event::Contended),
+        // A semaphore in use with another limit: refused input, not a round lost.
+        ErrorKind::InvalidArgument => {}
+        _ => cluster.stats.note(Event::Unavailable),
+    }
     cluster.stats.acquire_took(started.elapsed());
     err
+}
+
+/// A round that granted nothing: its error, and whether it was a split vote that a quick
+/// re-try may win ([`quorum::split_vote`]).
+struct RoundFailed {
+    error: Error,
+    split: bool,
+}
+
+impl From<Error> for RoundFailed {
+    fn from(error: Error) -> Self {
+        RoundFailed {
+            error,
+            split: false,
+        }
+    }
 }
 
 async fn acquire_round(
@@ -269,7 +305,7 @@ async fn acquire_round(
     req: &Arc<AcquireRequest>,
     resources: &Arc<[String]>,
     round_no: u32,
-) -> Result<Lock> {
+) -> Result<Lock, RoundFailed> {
     let config = &cluster.config;
     cluster.stats.note(Event::Round);
     if round_no > 1 {
@@ -286,15 +322,34 @@ async fn acquire_round(
             late: LateReplies::new(cluster.nodes.len()),
         })
     });
-    let tally = if fair_round.is_some() {
-        Tally::Fair
-    } else {
-        Tally::Eligible
+    let n = cluster.nodes.len();
+    let tally = match req.kind {
+        _ if fair_round.is_some() => Tally::Fair,
+        Kind::Lock => Tally::Eligible,
+        Kind::Permit { limit } => Tally::Permit {
+            explained: full_to_explain(n, q, limit),
+        },
     };
-    let round = quorum::run(&cluster.nodes, tally, q, t1, |node| {
+    // A semaphore's limit as recorded by each node that refused because its holders use
+    // another one (0: none).
+    let in_use: Arc<[AtomicU32]> = match req.kind {
+        Kind::Lock => Arc::new([]),
+        Kind::Permit { .. } => (0..n).map(|_| AtomicU32::new(0)).collect(),
+    };
+    let mut round = quorum::run(&cluster.nodes, tally, q, t1, |node| {
         let req = req.clone();
         let fair_round = fair_round.clone();
         let i = cluster.nodes.iter().position(|n| Arc::ptr_eq(n, &node));
+        let in_use = in_use.clone();
+        let limit_in_use = move |recorded: i64| {
+            if let Some(slot) = i.and_then(|i| in_use.get(i)) {
+                slot.store(
+                    recorded.clamp(1, i64::from(u32::MAX)) as u32,
+                    Ordering::Relaxed,
+                );
+            }
+            Reply::No
+        };
         async move {
             if let (Some(fr), Some(fair)) = (fair_round.clone(), req.fair.as_ref()) {
                 // A reply that never comes (the background drain gave up on it) after the
@@ -307,6 +362,7 @@ async fn acquire_round(
                     answered: false,
                 });
                 let reply = match node.query::<(i64, i64, i64)>(&fr.cmd).await {
+                    Ok((-1, recorded, _)) => limit_in_use(recorded),
                     Ok((granted, why, ticket)) => {
                         fair.saw_ticket(ticket);
                         if granted == 1 {
@@ -344,6 +400,7 @@ async fn acquire_round(
             }
             match node.query::<(i64, i64)>(req.script()).await {
                 Ok((1, fence)) => Reply::Yes(fence.max(0) as u64),
+                Ok((-1, recorded)) => limit_in_use(recorded),
                 Ok(_) => Reply::No,
                 Err(f) => Reply::Failed(f),
             }
@@ -351,13 +408,23 @@ async fn acquire_round(
     })
     .await;
     cluster.stats.round_took(round.decided_at - t1);
+    // (recorded limit, nodes) of the refusals because the holders use another limit.
+    let mut other_limit: Option<(u32, usize)> = None;
+    for (r, slot) in round.report.nodes.iter_mut().zip(in_use.iter()) {
+        let recorded = slot.load(Ordering::Relaxed);
+        if recorded > 0 && r.vote == Vote::Against {
+            r.error = Some(format!("in use with limit {recorded}"));
+            let (_, on) = other_limit.get_or_insert((recorded, 0));
+            *on += 1;
+        }
+    }
     let drift = config.drift(req.ttl);
     let mut ok = round.granted >= q;
     let mut decided_at = round.decided_at;
     let mut elapsed_report = round.report.elapsed;
     let mut fence = None;
     // The fence round's report explains a failed write-back; otherwise the acquire's does.
-    let mut fence_failure: Option<Report> = None;
+    let mut fence_failure: Option<Round> = None;
     if ok && req.fencing {
         let f = (round.max_payload + 1).max(unix_micros());
         let written = write_fence(cluster, req, f, t1).await;
@@ -367,7 +434,7 @@ async fn acquire_round(
         if ok {
             fence = Some(f);
         } else {
-            fence_failure = Some(written.report);
+            fence_failure = Some(written);
         }
     }
     let elapsed = decided_at - t1;
@@ -443,63 +510,175 @@ async fn acquire_round(
             release_on(&rollback, req.kind, q, &req.keys, &req.token, false).await;
         }
     }
-    let kind = quorum::classify_with(q, round.granted, round.refused, false)
-        .err()
-        .unwrap_or(ErrorKind::Unavailable);
-    let mut report = fence_failure.unwrap_or(round.report);
+    let mut report = round.report;
     report.rounds = round_no;
-    let n = cluster.nodes.len();
-    let (what, why, against) = match req.kind {
-        Kind::Lock => (
-            quote_resources(resources),
-            if round.granted >= q {
-                "a quorum answered but no validity was left (or the fence write-back failed)"
-                    .to_owned()
-            } else if kind == ErrorKind::Contended {
-                if req.fair.as_ref().is_some_and(Fair::was_behind) {
-                    "the lock is held elsewhere or earlier fair waiters are in line".to_owned()
-                } else {
-                    "the lock is held elsewhere".to_owned()
-                }
-            } else {
-                "no quorum of eligible nodes answered".to_owned()
-            },
-            "held by another client",
-        ),
-        Kind::Permit { limit } => (
-            format!(
-                "a permit of semaphore {} (limit {limit})",
-                quote_resources(resources)
-            ),
-            if round.granted >= q {
-                "a quorum admitted it but no validity was left (or the fence write-back failed)"
-                    .to_owned()
-            } else if kind == ErrorKind::Contended {
-                if req.fair.as_ref().is_some_and(Fair::was_behind) {
-                    format!("all {limit} permits are held or promised to earlier fair waiters")
-                } else {
-                    format!("all {limit} permits are held elsewhere")
-                }
-            } else {
-                // SPEC §11: the quorum grows with the limit; say how many nodes it takes.
-                format!(
-                    "not enough eligible nodes answered: a limit of {limit} needs {q} of the {n} nodes to admit it, so at most {} may be down",
-                    n - q
-                )
-            },
-            "full",
+    let what = match req.kind {
+        Kind::Lock => quote_resources(resources),
+        Kind::Permit { limit } => format!(
+            "a permit of semaphore {} (limit {limit})",
+            quote_resources(resources)
         ),
     };
-    tracing::debug!(resources = ?resources, round = round_no, %kind, "acquire round failed");
-    Err(Error::new(
-        kind,
-        format!(
-            "could not acquire {what}: {why} ({} of {n} nodes granted, quorum {q}){}",
-            round.granted,
-            with_summary(report.summary("grant", against)),
+    if let (Kind::Permit { limit }, Some((recorded, on)), true) =
+        (req.kind, other_limit, round.granted < q)
+    {
+        // SPEC §11: every holder of a semaphore uses one limit; it may change once none holds.
+        let e = Error::invalid(format!(
+            "limit: the semaphore {} is in use with limit {recorded} on {on} of {n} nodes; got {limit} (every holder must use the same limit; it may change once no permit is held)",
+            cut(&format!("{:?}", resources[0]))
+        ));
+        return Err(e.with_report(report).into());
+    }
+    let counts = Counts::of(&report, round.granted);
+    let failure = match req.kind {
+        Kind::Lock => lock_failure(q, &counts, req.fair.as_ref().is_some_and(Fair::was_behind)),
+        Kind::Permit { limit } => permit_failure(
+            q,
+            limit,
+            &counts,
+            req.fair.as_ref().is_some_and(Fair::was_behind),
         ),
-    )
-    .with_report(report))
+    };
+    let (kind, why) = failure.unwrap_or_else(|| {
+        let why = if fence_failure.is_some() {
+            "the fence write-back did not reach a quorum"
+        } else {
+            "a quorum granted it but no validity was left"
+        };
+        (ErrorKind::Unavailable, why.to_owned())
+    });
+    // A fair waiter's refusals may be its place in line, not seats: the queue orders it.
+    let split = match req.kind {
+        Kind::Permit { limit } if req.fair.is_none() => {
+            let explained = full_to_explain(n, q, limit);
+            split_vote(q, explained, counts.granted, counts.full, counts.unknown)
+        }
+        _ => false,
+    };
+    let against = match req.kind {
+        Kind::Lock => "held by another client",
+        Kind::Permit { .. } => "full",
+    };
+    let mut message = format!(
+        "could not acquire {what}: {why} ({} of {n} nodes granted, quorum {q}){}",
+        round.granted,
+        with_summary(report.summary("grant", against)),
+    );
+    if let Some(written) = fence_failure {
+        // Its own counts: the write-back's nodes, not the acquire's.
+        use std::fmt::Write as _;
+        let _ = write!(
+            message,
+            "; the fence write-back: {} of {n} nodes wrote it{}",
+            written.granted,
+            with_summary(
+                written
+                    .report
+                    .summary("write the fence", "no longer holds its token")
+            ),
+        );
+        report = written.report;
+        report.rounds = round_no;
+    }
+    tracing::debug!(resources = ?resources, round = round_no, %kind, split, "acquire round failed");
+    Err(RoundFailed {
+        error: Error::new(kind, message).with_report(report),
+        split,
+    })
+}
+
+/// How the nodes of a failed round answered, for its error.
+struct Counts {
+    n: usize,
+    /// Eligible "yes" votes.
+    granted: usize,
+    /// "No": held by another client, or full.
+    full: usize,
+    /// Error, timeout, or no answer before the round was decided.
+    unknown: usize,
+}
+
+impl Counts {
+    fn of(report: &Report, granted: usize) -> Counts {
+        Counts {
+            n: report.nodes.len(),
+            granted,
+            full: report.count(Vote::Against),
+            unknown: report.count(Vote::Error)
+                + report.count(Vote::Timeout)
+                + report.count(Vote::Pending),
+        }
+    }
+}
+
+/// Why a lock round that did not reach a quorum failed: its kind and words (SPEC §5); `None`
+/// when a quorum granted (no validity left, then).
+fn lock_failure(q: usize, c: &Counts, behind: bool) -> Option<(ErrorKind, String)> {
+    if c.granted >= q {
+        return None;
+    }
+    Some(if c.full == 0 {
+        (
+            ErrorKind::Unavailable,
+            "no quorum of eligible nodes answered".to_owned(),
+        )
+    } else if behind {
+        (
+            ErrorKind::Contended,
+            "the lock is held elsewhere or earlier fair waiters are in line".to_owned(),
+        )
+    } else {
+        (
+            ErrorKind::Contended,
+            "the lock is held elsewhere".to_owned(),
+        )
+    })
+}
+
+/// Why a permit round that did not reach Q(limit) failed (SPEC §5, §11). Full nodes make it
+/// Contended, as a lock held elsewhere does; but only as many full nodes as `limit` permits
+/// held elsewhere would fill ([`full_to_explain`]) show that every permit is held. Fewer, when
+/// enough nodes answered to grant it had they agreed, is a split vote among concurrent
+/// requests: a permit may be free, and a retry may get it.
+fn permit_failure(q: usize, limit: u32, c: &Counts, behind: bool) -> Option<(ErrorKind, String)> {
+    let n = c.n;
+    if c.granted >= q {
+        return None;
+    }
+    if c.full == 0 {
+        // SPEC §11: the quorum grows with the limit; say how many nodes it takes.
+        return Some((
+            ErrorKind::Unavailable,
+            format!(
+                "not enough eligible nodes answered: a limit of {limit} needs {q} of the {n} nodes to admit it, so at most {} may be down",
+                n - q
+            ),
+        ));
+    }
+    let explained = full_to_explain(n, q, limit);
+    let (g, f, u) = (c.granted, c.full, c.unknown);
+    let why = if behind {
+        format!("all {limit} permits are held or promised to earlier fair waiters")
+    } else if f >= explained {
+        format!("all {limit} permits are held elsewhere")
+    } else if split_vote(q, explained, g, f, u) {
+        format!(
+            "the nodes disagreed: {g} of {n} admitted it and {f} of {n} {} full, fewer than the {explained} that {limit} permits held elsewhere would fill: concurrent requests took the seats, so a permit may be free; retry",
+            if f == 1 { "was" } else { "were" }
+        )
+    } else if g + f < q {
+        format!(
+            "{f} of {n} nodes {} full and too few others could admit it: a limit of {limit} needs {q} of the {n} nodes to admit it, so at most {} may be down",
+            if f == 1 { "was" } else { "were" },
+            n - q
+        )
+    } else {
+        format!(
+            "all {limit} permits may be held elsewhere: {f} of {n} nodes {} full and {u} did not answer",
+            if f == 1 { "was" } else { "were" }
+        )
+    };
+    Some((ErrorKind::Contended, why))
 }
 
 async fn write_fence(cluster: &Cluster, req: &Arc<AcquireRequest>, f: u64, t1: Instant) -> Round {
@@ -582,7 +761,11 @@ impl AcquireRequest {
     /// The acquire script for this request (see `script`).
     fn script(&self) -> &redis::Cmd {
         self.script.get_or_init(|| {
-            let keys = self.script_keys();
+            let mut keys = self.script_keys();
+            if let Kind::Permit { .. } = self.kind {
+                // The semaphore key, its limit key, then (with fencing) its fence counter key.
+                keys.insert(1, scripts::limit_key(&self.keys[0]));
+            }
             let ttl_ms = self.ttl.as_millis().to_string();
             let flag = if self.fencing { "1" } else { "0" };
             match self.kind {
@@ -855,6 +1038,7 @@ impl Fair {
             Kind::Permit { limit: l } => {
                 limit = l.to_string();
                 args.push(limit.as_str());
+                keys.push(scripts::limit_key(&req.keys[0]));
                 &scripts::SEM_FAIR_ACQUIRE
             }
         };
@@ -921,6 +1105,17 @@ const STEP_OUT_ROUNDS: u32 = 3;
 
 /// The longest pause of the fair waiter next in line between two rounds.
 const NEXT_POLL: Duration = Duration::from_millis(20);
+
+/// How many times one acquire call re-tries a split vote at once ([`quorum::split_vote`]),
+/// beyond its `retry_count` (a try-once included).
+const SPLIT_RETRIES: u32 = 3;
+
+/// The random pause before re-trying a split vote is drawn from zero to twice the round that
+/// split, that bound kept between these two: long enough for the rounds of requests that split
+/// to reach the nodes one after another, short enough that a try-once stays quick (at most
+/// [`SPLIT_RETRIES`] × 5 ms besides its rounds).
+const SPLIT_SPREAD_MIN: Duration = Duration::from_millis(1);
+const SPLIT_SPREAD_MAX: Duration = Duration::from_millis(5);
 
 /// The longest random pause between a release wake-up and the next round (the pause is also at
 /// most two of the waiter's own rounds: on a fast network the spread stays short).

@@ -141,10 +141,12 @@ impl Report {
 impl Report {
     /// One line saying why the nodes that did not vote "for" did not, for error messages:
     /// "3 of 3 nodes are in restart quarantine (restarted 2 s ago; counted again in 59 s; see restart_quarantine)" or
-    /// "2 of 5 nodes did not grant: connection refused (redis://…:7002), timeout (…)".
-    /// `verb` names the operation ("grant", "extend"); `against` is what a "no" means for it
-    /// ("held by another client" for acquire). Empty when every node voted "for" (or had not
-    /// answered yet).
+    /// "2 of 5 nodes did not grant: connection refused (redis://…:7002), timeout (…)", followed by
+    /// "; 1 of 5 nodes had not answered when the outcome was decided" when the round did not
+    /// wait for every node. With the nodes that voted "for" (and counted), its counts add up to
+    /// every node of the report. `verb` names the operation ("grant", "extend"); `against` is
+    /// what a "no" means for it ("held by another client" for acquire) unless the node's report
+    /// says why. Empty when every node voted "for".
     pub fn summary(&self, verb: &str, against: &str) -> String {
         let n = self.nodes.len();
         let others: Vec<&NodeReport> = self
@@ -152,40 +154,47 @@ impl Report {
             .iter()
             .filter(|r| !r.counted() && r.vote != Vote::Pending)
             .collect();
+        let mut parts = Vec::with_capacity(2);
+        let quarantined = |r: &&NodeReport| matches!(r.vote, Vote::NotEligible | Vote::Reseated);
         if others.is_empty() {
-            return String::new();
-        }
-        if others
-            .iter()
-            .all(|r| matches!(r.vote, Vote::NotEligible | Vote::Reseated))
-        {
+            // Every node that answered counted.
+        } else if others.iter().all(quarantined) {
             let why = others[0]
                 .error
                 .as_deref()
                 .unwrap_or("in restart quarantine");
             let why = why.strip_prefix("in restart quarantine: ").unwrap_or(why);
-            return format!(
+            parts.push(format!(
                 "{} of {n} nodes are in restart quarantine ({why})",
                 others.len()
-            );
+            ));
+        } else {
+            let each: Vec<String> = others
+                .iter()
+                .map(|r| {
+                    let why = match (r.vote, r.error.as_deref()) {
+                        (Vote::Against, Some(e)) => e.to_owned(),
+                        (Vote::Against, None) => against.to_owned(),
+                        (Vote::Timeout, _) => "timeout".to_owned(),
+                        (_, Some(e)) => e.strip_prefix("not connected: ").unwrap_or(e).to_owned(),
+                        (v, None) => v.as_str().to_owned(),
+                    };
+                    format!("{why} ({})", r.url)
+                })
+                .collect();
+            parts.push(format!(
+                "{} of {n} nodes did not {verb}: {}",
+                others.len(),
+                each.join(", ")
+            ));
         }
-        let parts: Vec<String> = others
-            .iter()
-            .map(|r| {
-                let why = match (r.vote, r.error.as_deref()) {
-                    (Vote::Against, _) => against.to_owned(),
-                    (Vote::Timeout, _) => "timeout".to_owned(),
-                    (_, Some(e)) => e.strip_prefix("not connected: ").unwrap_or(e).to_owned(),
-                    (v, None) => v.as_str().to_owned(),
-                };
-                format!("{why} ({})", r.url)
-            })
-            .collect();
-        format!(
-            "{} of {n} nodes did not {verb}: {}",
-            others.len(),
-            parts.join(", ")
-        )
+        let pending = self.count(Vote::Pending);
+        if pending > 0 {
+            parts.push(format!(
+                "{pending} of {n} nodes had not answered when the outcome was decided"
+            ));
+        }
+        parts.join("; ")
     }
 
     /// The report as JSON, the one encoding every binding and the CLI use:
@@ -384,6 +393,82 @@ impl std::error::Error for Error {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn report(votes: &[(Vote, Option<&str>)]) -> Report {
+        Report {
+            nodes: votes
+                .iter()
+                .enumerate()
+                .map(|(i, (vote, error))| NodeReport {
+                    url: format!("redis://h:{i}").into(),
+                    vote: *vote,
+                    error: error.map(str::to_owned),
+                })
+                .collect(),
+            elapsed: Duration::from_millis(1),
+            rounds: 1,
+        }
+    }
+
+    /// The "K of N" counts of a summary.
+    fn counts(summary: &str) -> Vec<(usize, usize)> {
+        let words: Vec<&str> = summary.split_whitespace().collect();
+        words
+            .windows(3)
+            .filter(|w| w[1] == "of")
+            .filter_map(|w| Some((w[0].parse().ok()?, w[2].parse().ok()?)))
+            .collect()
+    }
+
+    #[test]
+    fn a_summary_accounts_for_every_node_of_the_report() {
+        use Vote::*;
+        let quarantine = Some("in restart quarantine: restarted 2 s ago; counted again in 59 s");
+        let cases: Vec<Vec<(Vote, Option<&str>)>> = vec![
+            // "0 of 3 nodes granted": one refusal decided the round, two replies were out.
+            vec![(Against, None), (Pending, None), (Pending, None)],
+            vec![(For, None), (For, None), (Against, None)],
+            vec![(For, None), (NotEligible, quarantine), (Pending, None)],
+            vec![
+                (NotEligible, quarantine),
+                (NotEligible, quarantine),
+                (Pending, None),
+            ],
+            vec![
+                (For, None),
+                (Against, Some("in use with limit 2")),
+                (Error, Some("not connected: connection refused")),
+                (Timeout, Some("timed out")),
+                (NotEligible, quarantine),
+                (Pending, None),
+                (Reseated, None),
+                (Reseated, Some("in restart quarantine: restarted 1 s ago")),
+            ],
+            vec![(For, None), (Pending, None)],
+            vec![(For, None), (For, None)],
+        ];
+        for votes in cases {
+            let r = report(&votes);
+            let s = r.summary("grant", "full");
+            let counted = r.nodes.iter().filter(|n| n.counted()).count();
+            let said = counts(&s);
+            assert!(said.iter().all(|&(_, n)| n == votes.len()), "{s}");
+            let total: usize = said.iter().map(|&(k, _)| k).sum();
+            assert_eq!(counted + total, votes.len(), "{votes:?}: {s:?}");
+            assert_eq!(s.is_empty(), counted == votes.len(), "{s:?}");
+        }
+        let r = report(&[(Against, None), (Pending, None), (Pending, None)]);
+        assert_eq!(
+            r.summary("grant", "full"),
+            "1 of 3 nodes did not grant: full (redis://h:0); 2 of 3 nodes had not answered when the outcome was decided"
+        );
+        // A refusal that says why is named by its reason.
+        let r = report(&[(For, None), (Against, Some("in use with limit 2"))]);
+        assert_eq!(
+            r.summary("grant", "full"),
+            "1 of 2 nodes did not grant: in use with limit 2 (redis://h:1)"
+        );
+    }
 
     #[test]
     fn one_json_encoding_with_elapsed_and_rounds() {

@@ -33,6 +33,7 @@ mod config;
 mod drain;
 pub mod driven;
 mod error;
+mod inspect;
 mod lock;
 mod manager;
 mod node;
@@ -53,8 +54,9 @@ pub use config::{
 };
 pub use drain::{drain, drain_blocking};
 pub use error::{Error, ErrorKind, NodeReport, Report, Result, Vote};
+pub use inspect::{Holder, Permit};
 pub use lock::{KeepAlive, Lock, Released};
-pub use manager::{Holder, LockManager, Semaphore};
+pub use manager::{LockManager, Semaphore};
 pub use node::NodeStatus;
 pub use quorum::{classify, quorum, semaphore_quorum, validity};
 pub use settings::{

@@ -64,7 +64,9 @@ impl Kind {
         let flag = if announce { "1" } else { "0" };
         match self {
             Kind::Lock => scripts::evalsha(&scripts::RELEASE, keys, &[token, flag]),
-            Kind::Permit { .. } => scripts::evalsha(&scripts::SEM_RELEASE, keys, &[token, flag]),
+            Kind::Permit { .. } => {
+                scripts::evalsha(&scripts::SEM_RELEASE, &permit_keys(keys), &[token, flag])
+            }
         }
     }
 
@@ -75,11 +77,18 @@ impl Kind {
             Kind::Lock => scripts::evalsha(&scripts::EXTEND, keys, &[token, ttl_ms, flag]),
             Kind::Permit { limit } => scripts::evalsha(
                 &scripts::SEM_EXTEND,
-                keys,
+                &permit_keys(keys),
                 &[token, ttl_ms, flag, &limit.to_string()],
             ),
         }
     }
+}
+
+/// A permit's script keys: the semaphore key and its limit key ([`scripts::limit_key`]).
+fn permit_keys(keys: &[String]) -> [String; 2] {
+    let key = keys.first().cloned().unwrap_or_default();
+    let limit = scripts::limit_key(&key);
+    [key, limit]
 }
 
 pub(crate) struct LockInner {

@@ -8,23 +8,11 @@ use crate::acquire::{self, AcquireOptions};
 use crate::cluster::Cluster;
 use crate::config::{Config, validate_resources};
 use crate::error::{Error, ErrorKind, Result};
+use crate::inspect::Holder;
 use crate::lock::{Kind, Lock, Released, release_round, released};
 use crate::node::NodeStatus;
 use crate::quorum::Tally;
 use crate::stats::Stats;
-
-/// What one node holds for one key (for `ironlock status`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holder {
-    /// URL with the password redacted.
-    pub url: String,
-    /// The token stored under the key, if any.
-    pub token: Option<String>,
-    /// Remaining time to live, if the key exists.
-    pub ttl: Option<Duration>,
-    /// The error, if the node could not be asked.
-    pub error: Option<String>,
-}
 
 /// Takes and manages Redlock locks over N independent Redis masters. Cheap to clone.
 #[derive(Clone)]
@@ -206,32 +194,10 @@ impl LockManager {
         Ok(released(q, round))
     }
 
-    /// Who holds `resource` on each node, and for how long.
+    /// Who holds `resource` on each node, and for how long: the lock's token, and the permits of
+    /// the semaphore of the same name with the limit it is in use with.
     pub async fn inspect(&self, resource: &str) -> Result<Vec<Holder>> {
-        validate_resources(&[resource])?;
-        let key = self.cluster.key(resource);
-        let asks = self.cluster.nodes.iter().map(|node| {
-            let key = key.clone();
-            async move {
-                let mut cmd = redis::pipe();
-                cmd.get(&key).pttl(&key);
-                let mut holder = Holder {
-                    url: node.display.to_string(),
-                    token: None,
-                    ttl: None,
-                    error: None,
-                };
-                match node.query_pipe::<(Option<String>, i64)>(&cmd).await {
-                    Ok((token, pttl)) => {
-                        holder.token = token;
-                        holder.ttl = (pttl >= 0).then(|| Duration::from_millis(pttl as u64));
-                    }
-                    Err(f) => holder.error = Some(f.text()),
-                }
-                holder
-            }
-        });
-        Ok(futures_util::future::join_all(asks).await)
+        crate::inspect::inspect(&self.cluster, resource).await
     }
 }
 

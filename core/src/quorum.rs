@@ -66,6 +66,31 @@ pub(crate) fn classify_with(
     }
 }
 
+/// The nodes that must be full for a failed permit round to be explained by `limit` permits held
+/// elsewhere (SPEC §11): each of those permits is held on `q` of the `n` nodes, and a node that
+/// is not full holds at most `limit − 1`, so at least `limit × q − (limit − 1) × n` nodes are
+/// full (always at least 1, as (limit + 1) × q > limit × n). Q(1) is the majority, and this is
+/// `q` then: a lock held elsewhere fills a majority.
+pub(crate) fn full_to_explain(n: usize, q: usize, limit: u32) -> usize {
+    let (n, q, k) = (n as u128, q as u128, u128::from(limit.max(1)));
+    (k * q).saturating_sub((k - 1) * n).max(1) as usize
+}
+
+/// Whether a failed permit round was a split vote: enough eligible nodes answered that the
+/// permit would have been granted had they agreed (`granted + full >= q`), and fewer of them
+/// were full — even counting every node whose answer is `unknown` (error, timeout, not yet
+/// answered) as full — than `explained` ([`full_to_explain`]): the seats were taken by
+/// concurrent requests, not by permits held elsewhere, so a permit may be free.
+pub(crate) fn split_vote(
+    q: usize,
+    explained: usize,
+    granted: usize,
+    full: usize,
+    unknown: usize,
+) -> bool {
+    granted < q && full > 0 && granted + full >= q && full + unknown < explained
+}
+
 /// What a node answered, before eligibility is applied.
 #[derive(Debug, Clone)]
 pub(crate) enum Reply {
@@ -103,6 +128,10 @@ pub(crate) enum Tally {
     /// not to every node that was merely slower than the refusals (a waiter's joining round
     /// fails by design, once per grant).
     Fair,
+    /// A permit (SPEC §11): as `Eligible`, except that a round that failed goes on until it is
+    /// known whether the refusals explain it ([`split_vote`]; `explained` is
+    /// [`full_to_explain`]): a split vote is told apart from a full semaphore, and retried.
+    Permit { explained: usize },
     /// Release: stop once a quorum has deleted the keys (the lock is then gone: no quorum can
     /// see it any more), else wait for every node; every "yes" counts (quarantine is irrelevant
     /// to deleting our own keys). The deletes still outstanding finish in the background.
@@ -171,7 +200,9 @@ where
             match reply {
                 Reply::Yes(_) | Reply::Reseated => {
                     let reseated = matches!(reply, Reply::Reseated);
-                    if !matches!(tally, Tally::Eligible | Tally::Fair) || node.eligible() {
+                    let counts_eligible =
+                        matches!(tally, Tally::Eligible | Tally::Fair | Tally::Permit { .. });
+                    if !counts_eligible || node.eligible() {
                         granted += 1;
                         if let Reply::Yes(payload) = reply {
                             max_payload = max_payload.max(payload);
@@ -223,6 +254,15 @@ where
         }
         let decided = match tally {
             Tally::Eligible => granted >= q || lost,
+            Tally::Permit { explained } => {
+                // Settled once the refusals explain the failure, or once it can no longer be
+                // a split (too few eligible answers), or once it is one whatever the rest say.
+                let out = n - answered;
+                let settled = refused >= explained
+                    || granted + refused + out < q
+                    || (granted + refused >= q && refused + failed + out < explained);
+                granted >= q || (lost && settled)
+            }
             Tally::Fair => granted >= q || (lost && grace_timer.as_mut().poll(cx).is_ready()),
             Tally::Release => granted >= q,
             Tally::ReleaseAll => false,
@@ -333,6 +373,44 @@ mod tests {
                 // and q is the smallest such.
                 assert!(
                     q == 1 || (k as usize + 1) * (q - 1) <= k as usize * n,
+                    "n={n} k={k}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_split_vote_is_a_failure_the_full_nodes_do_not_explain() {
+        // N = 3, limit 2: Q = 3, and two permits held elsewhere fill all 3 nodes.
+        let q = semaphore_quorum(3, 2);
+        assert_eq!((q, full_to_explain(3, q, 2)), (3, 3));
+        // Three requesters, each admitted by 2 nodes and refused by 1: split.
+        assert!(split_vote(q, 3, 2, 1, 0));
+        // Every node full: the permits are held elsewhere.
+        assert!(!split_vote(q, 3, 0, 3, 0));
+        // A node that did not answer may be full: not provably a split.
+        assert!(!split_vote(q, 3, 1, 1, 1) && !split_vote(q, 3, 0, 2, 1));
+        // N = 5, limit 2: Q = 4; two holders on 4 nodes each fill at least 3 nodes.
+        let q = semaphore_quorum(5, 2);
+        assert_eq!(full_to_explain(5, q, 2), 3);
+        assert!(split_vote(q, 3, 3, 2, 0));
+        assert!(!split_vote(q, 3, 2, 3, 0));
+        // Too few eligible answers to be granted even had they agreed: not a split.
+        assert!(!split_vote(q, 3, 2, 1, 0));
+        // Limit 1 is the lock's majority: a majority of refusals explains the failure.
+        for n in 1..=9 {
+            assert_eq!(full_to_explain(n, quorum(n), 1), quorum(n));
+        }
+        // The bound is what `limit` holders on q nodes each fill, and never 0.
+        for n in 1..=9usize {
+            for k in 1..=40u32 {
+                let q = semaphore_quorum(n, k);
+                let f = full_to_explain(n, q, k);
+                assert!((1..=n).contains(&f), "n={n} k={k}");
+                let k = k as usize;
+                assert!(f * k + (n - f) * (k - 1) >= k * q, "n={n} k={k}");
+                assert!(
+                    f == 1 || (f - 1) * k + (n - f + 1) * (k - 1) < k * q,
                     "n={n} k={k}"
                 );
             }

@@ -1,12 +1,33 @@
 //! The Lua scripts. Each runs atomically on one node; every language uses these same scripts, so
 //! keys, values and channels are identical whoever took the lock.
 //!
-//! KEYS layout for all scripts: the n lock keys, then (acquire and fence only) their n fence
-//! counter keys. ARGV\[1\] is always the token.
+//! KEYS layout for the lock scripts: the n lock keys, then (acquire and fence only) their n
+//! fence counter keys; each semaphore and fair script says its own. ARGV\[1\] is always the
+//! token.
 
 use std::sync::LazyLock;
 
 use redis::Script;
+
+/// The Lua functions of the limit record ([`limit_key`]): `recorded(k)`, the limit recorded in
+/// `k` (nil when there is none, or when `k` holds something that is not a limit: then it is not
+/// ours and is never written), and `record(k, limit, of)`, which records `limit` for as long as
+/// the semaphore key `of` lives.
+macro_rules! limit_lua {
+    () => {
+        concat!(
+            "local function recorded(k)\n",
+            "  local v = tonumber(redis.call('GET', k) or '')\n",
+            "  if v and v >= 1 and v <= 10000 and v % 1 == 0 then return v end\n",
+            "  return nil\n",
+            "end\n",
+            "local function record(k, limit, of)\n",
+            "  if redis.call('EXISTS', k) == 1 and not recorded(k) then return end\n",
+            "  redis.call('SET', k, limit, 'PX', math.max(redis.call('PTTL', of), 1))\n",
+            "end\n",
+        )
+    };
+}
 
 /// A semaphore script: the shared head (the node's time in ms as `now`, holders whose permits
 /// expired dropped, `hold(ttl)` to (re)admit the token until `now + ttl`) and then `$body`.
@@ -20,6 +41,7 @@ macro_rules! concat_lua {
             "  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])\n",
             "  if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n",
             "end\n",
+            limit_lua!(),
             $body
         )
     };
@@ -115,7 +137,7 @@ return 0
 
 /// The fencing counter key kept next to a lock key (never expires).
 pub fn fence_key(key: &str) -> String {
-    format!("{key}:ironlock:fence")
+    crate::slot::companion(key, ":ironlock:fence")
 }
 
 /// Sets every key with `NX PX ttl`, or none of them.
@@ -209,50 +231,76 @@ pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(FENCE_S
 /// scored with its expiry in the node's own clock (ms). Kept apart from a lock on the same name
 /// (a different key, under the key prefix so that ACL key patterns cover it).
 pub fn semaphore_key(key: &str) -> String {
-    format!("{key}:ironlock:semaphore")
+    crate::slot::companion(key, ":ironlock:semaphore")
+}
+
+/// The limit a semaphore is in use with on one node: a string holding the limit, kept next to
+/// the semaphore key (derived from it as the fence counter key is, so it stays in the key's slot)
+/// and living as long as that key. It counts only while the node has holders: a request with
+/// another limit is refused while permits are held, and takes the limit over once none is.
+pub fn limit_key(semaphore_key: &str) -> String {
+    crate::slot::companion(semaphore_key, ":ironlock:limit")
 }
 
 /// Admits the token to the semaphore when fewer than `limit` unexpired holders remain (a token
-/// already holding, from a late reply of an earlier round, is renewed).
-/// KEYS: the semaphore key and, with fencing, its fence counter key.
+/// already holding, from a late reply of an earlier round, is renewed), and records the limit
+/// ([`limit_key`]). A node whose holders are in use with another limit refuses.
+/// KEYS: the semaphore key, its limit key and, with fencing, its fence counter key.
 /// ARGV: token, ttl_ms, fencing (0/1), limit. Returns `{1, fence_counter}` when admitted, `{0, 0}`
-/// when full.
+/// when full, `{-1, recorded_limit}` when the holders are in use with another limit.
 pub const SEM_ACQUIRE_SOURCE: &str = concat_lua!(
     r#"
 local ttl = tonumber(ARGV[2])
+local limit = tonumber(ARGV[4])
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return {0, 0} end
+  local held = redis.call('ZCARD', KEYS[1])
+  local rec = recorded(KEYS[2])
+  if held > 0 and rec and rec ~= limit then return {-1, rec} end
+  if held >= limit then return {0, 0} end
 end
 hold(ttl)
+record(KEYS[2], ARGV[4], KEYS[1])
 local fence = 0
-if ARGV[3] == "1" then fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0 end
+if ARGV[3] == "1" then fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0 end
 return {1, fence}
 "#
 );
 pub(crate) static SEM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_ACQUIRE_SOURCE));
 
 /// Removes the token from the semaphore and, for a real release (ARGV\[2\] == "1"), announces it
-/// on the key's channel. ARGV: token, announce (0/1). Returns 1 when it held, else 0.
-pub const SEM_RELEASE_SOURCE: &str = r#"
+/// on the key's channel; the limit record goes with the last holder. KEYS: the semaphore key, its
+/// limit key. ARGV: token, announce (0/1). Returns 1 when it held, else 0.
+pub const SEM_RELEASE_SOURCE: &str = concat!(
+    limit_lua!(),
+    r#"
 local n = redis.call('ZREM', KEYS[1], ARGV[1])
 if n > 0 and ARGV[2] == "1" then redis.call('PUBLISH', KEYS[1] .. ':ironlock:release', ARGV[1]) end
+if redis.call('EXISTS', KEYS[1]) == 0 and recorded(KEYS[2]) then redis.call('DEL', KEYS[2]) end
 return n
-"#;
+"#
+);
 pub(crate) static SEM_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_RELEASE_SOURCE));
 
 /// Renews the token's permit iff it still holds one. With ARGV\[3\] == "1" (a node that restarted
 /// since it last admitted the token: re-seating, SPEC §12) an absent token is admitted again when
-/// fewer than `limit` holders remain. ARGV: token, ttl_ms, reseat (0/1), limit. Returns 1 when
-/// extended, 2 when re-seated, 0 otherwise.
+/// fewer than `limit` holders remain and none is in use with another limit. The limit record
+/// ([`limit_key`]) lives on with the permit. KEYS: the semaphore key, its limit key.
+/// ARGV: token, ttl_ms, reseat (0/1), limit. Returns 1 when extended, 2 when re-seated, 0
+/// otherwise.
 pub const SEM_EXTEND_SOURCE: &str = concat_lua!(
     r#"
 local ttl = tonumber(ARGV[2])
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   hold(ttl)
+  record(KEYS[2], ARGV[4], KEYS[1])
   return 1
 end
-if ARGV[3] ~= "1" or redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+if ARGV[3] ~= "1" then return 0 end
+local held = redis.call('ZCARD', KEYS[1])
+local rec = recorded(KEYS[2])
+if held >= tonumber(ARGV[4]) or (held > 0 and rec and rec ~= tonumber(ARGV[4])) then return 0 end
 hold(ttl)
+record(KEYS[2], ARGV[4], KEYS[1])
 return 2
 "#
 );
@@ -272,18 +320,18 @@ pub(crate) static SEM_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM
 /// The queue of fair waiters for one lock key (SPEC §10): a sorted set of tokens scored by their
 /// ticket; the lowest live ticket is the head.
 pub fn queue_key(key: &str) -> String {
-    format!("{key}:ironlock:queue")
+    crate::slot::companion(key, ":ironlock:queue")
 }
 
 /// The heartbeats of a queue: each waiting token scored by the node time (ms) after which its
 /// entry counts as dead (its waiter went silent: crashed, paused or gone).
 pub fn beats_key(key: &str) -> String {
-    format!("{key}:ironlock:beats")
+    crate::slot::companion(key, ":ironlock:beats")
 }
 
 /// The ticket counter of a lock key: the largest ticket handed out while its queue lived.
 pub fn ticket_key(key: &str) -> String {
-    format!("{key}:ironlock:ticket")
+    crate::slot::companion(key, ":ironlock:ticket")
 }
 
 /// A fair-queue script: the shared head (`n` resources, the node's time in ms as `now`, the queue
@@ -429,12 +477,22 @@ pub(crate) static FAIR_LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(FA
 /// A fair acquire of a semaphore permit (SPEC §10, §11) on one node: registers (or refreshes) the
 /// token in the queue with its ticket, then admits it when, after dropping expired holders, the
 /// holders and the live waiters ahead of it together number fewer than `limit`; an admission
-/// leaves the queue. KEYS: the semaphore key, its queue, heartbeat and ticket keys (then, with
-/// fencing, its fence counter key). ARGV: token, ttl_ms, queue timeout (ms), 1, fencing (0/1),
-/// ticket (0: take one here), the client's clock in µs, limit. Returns as
-/// [`FAIR_ACQUIRE_SOURCE`] does.
-pub const SEM_FAIR_ACQUIRE_SOURCE: &str = fair_lua!(
+/// leaves the queue and records the limit ([`limit_key`]). A request whose limit differs from the
+/// one the holders are in use with is refused before it joins. KEYS: the semaphore key, its
+/// queue, heartbeat and ticket keys (then, with fencing, its fence counter key), and last its
+/// limit key. ARGV: token, ttl_ms, queue timeout (ms), 1, fencing (0/1), ticket (0: take one
+/// here), the client's clock in µs, limit. Returns as [`FAIR_ACQUIRE_SOURCE`] does, or
+/// `{-1, recorded_limit, 0}` when the holders are in use with another limit.
+pub const SEM_FAIR_ACQUIRE_SOURCE: &str = fair_lua!(concat!(
+    limit_lua!(),
     r#"
+local lk = KEYS[#KEYS]
+local limit = tonumber(ARGV[8])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  local rec = recorded(lk)
+  if rec and rec ~= limit and redis.call('ZCARD', KEYS[1]) > 0 then return {-1, rec, 0} end
+end
 local ticket = tonumber(ARGV[6])
 if ticket == 0 then
   ticket = tonumber(ARGV[7])
@@ -443,25 +501,25 @@ if ticket == 0 then
 end
 sweep(1)
 join(1, ticket)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local ttl = tonumber(ARGV[2])
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   local held = redis.call('ZCARD', KEYS[1])
   local ahead = redis.call('ZRANK', KEYS[2], ARGV[1])
-  if held >= tonumber(ARGV[8]) then
+  if held >= limit then
     if ahead == 0 then return {0, 0, ticket} end
     return {0, 2, ticket}
   end
-  if held + ahead >= tonumber(ARGV[8]) then return {0, 1, ticket} end
+  if held + ahead >= limit then return {0, 1, ticket} end
 end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+record(lk, ARGV[8], KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 local fence = 0
 if ARGV[5] == "1" then fence = tonumber(redis.call('GET', KEYS[5]) or '0') or 0 end
 return {1, fence, ticket}
 "#
-);
+));
 pub(crate) static SEM_FAIR_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(SEM_FAIR_ACQUIRE_SOURCE));

@@ -56,6 +56,8 @@ async fn refusals_and_dead_nodes_are_named_per_node() {
     );
     assert!(text.contains(&format!("({})", urls[2])), "{text}");
     assert!(text.to_lowercase().contains("refused"), "{text}");
+    // Granted, refused, failed and not yet answered: every node is counted once.
+    common::assert_counts_add_up(text, 3);
     lock.release().await;
 }
 

@@ -298,6 +298,7 @@ async fn negative_control_with_a_majority_quorum_the_same_scenario_exceeds_three
                     async move {
                         let mut conn = conn.clone()?;
                         let mut call = admit.key(key);
+                        call.key(ironlock::scripts::limit_key(key));
                         call.arg(token).arg(1000).arg(0).arg(LIMIT);
                         let reply = call.invoke_async::<(i64, i64)>(&mut conn);
                         match tokio::time::timeout(ms(200), reply).await {
@@ -319,6 +320,7 @@ async fn negative_control_with_a_majority_quorum_the_same_scenario_exceeds_three
                 for conn in conns.iter().flatten() {
                     let mut conn = conn.clone();
                     let mut call = leave.key(&key);
+                    call.key(ironlock::scripts::limit_key(&key));
                     call.arg(&token).arg(0);
                     let _ =
                         tokio::time::timeout(ms(200), call.invoke_async::<i64>(&mut conn)).await;
@@ -387,7 +389,17 @@ async fn negative_control_a_majority_admits_three_holders_of_a_limit_of_two() {
         let reply = c
             .command(
                 node,
-                &["EVALSHA", &sha, "1", &key, token, "10000", "0", "2"],
+                &[
+                    "EVALSHA",
+                    &sha,
+                    "2",
+                    &key,
+                    &ironlock::scripts::limit_key(&key),
+                    token,
+                    "10000",
+                    "0",
+                    "2",
+                ],
             )
             .unwrap();
         // `*2\r\n:1\r\n:0\r\n` when admitted, `:0` first when full.
@@ -475,4 +487,276 @@ async fn a_fair_waiter_that_cannot_reach_a_quorum_does_not_stall_the_line() {
             .unwrap();
         assert_eq!(queued, 0, "a queue is left on {u}");
     }
+}
+
+/// Three requesters (three managers, as three `ironlock run --slots 2 -w 0` processes) each try
+/// once, at the same moment, for one of 2 permits on 3 nodes (Q(2) = 3: every node must admit).
+/// Two of them can be granted; when the nodes admit different pairs, the vote splits and none
+/// may be. Returns the trials (of `trials`) in which fewer than 2 were granted.
+async fn split_trials(trials: usize) -> (usize, Duration) {
+    let c = cluster(3);
+    let mut managers = Vec::new();
+    for _ in 0..3 {
+        managers.push(LockManager::new(config(&c).retry_count(0)).await.unwrap());
+    }
+    let (mut short, mut slowest) = (0, Duration::ZERO);
+    for t in 0..trials {
+        let name = format!("{}-{t}", unique("split"));
+        let start = Arc::new(tokio::sync::Barrier::new(3));
+        let tries: Vec<_> = managers
+            .iter()
+            .map(|m| {
+                let (sem, start) = (m.semaphore(name.clone(), 2), start.clone());
+                tokio::spawn(async move {
+                    start.wait().await;
+                    let started = Instant::now();
+                    let got = sem.acquire_with(5 * SEC, AcquireOptions::try_once()).await;
+                    (got, started.elapsed())
+                })
+            })
+            .collect();
+        let mut granted = Vec::new();
+        for t in tries {
+            let (got, took) = t.await.unwrap();
+            slowest = slowest.max(took);
+            match got {
+                Ok(p) => granted.push(p),
+                Err(e) => assert_eq!(e.kind(), ErrorKind::Contended, "{e}"),
+            }
+        }
+        assert!(granted.len() <= 2, "{} permits of 2", granted.len());
+        if granted.len() < 2 {
+            short += 1;
+        }
+        for p in granted {
+            p.release().await;
+        }
+    }
+    for m in &managers {
+        m.close();
+    }
+    (short, slowest)
+}
+
+/// The split-vote rate of concurrent try-once permits (issue 29): three requesters, limit 2,
+/// three nodes, 200 trials. Measured on a 2-core machine: before split votes were told apart
+/// and re-tried at once, 23 to 65 of 200 trials (12-33 %) granted fewer than 2 permits; with up
+/// to 3 quick re-tries of a split (a random pause of at most 5 ms each), 0 or 1 of 200 (also with
+/// three runs at once), the slowest try-once taking 4-22 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_concurrent_try_once_permits_of_two_mostly_get_two() {
+    const TRIALS: usize = 200;
+    let (short, slowest) = split_trials(TRIALS).await;
+    eprintln!(
+        "{short} of {TRIALS} trials granted fewer than 2 of 2 permits to 3 requesters; the slowest try-once took {slowest:?}"
+    );
+    assert!(
+        short <= TRIALS / 20,
+        "{short} of {TRIALS} trials granted fewer than 2 permits"
+    );
+    // A try-once stays quick: never a retry_delay (200 ms) of sleep.
+    assert!(slowest < ms(200), "a try-once took {slowest:?}");
+}
+
+/// Seats of two other requests (never expiring) on node `i`: the semaphore is full there.
+fn fill(c: &ironlock_harness::Cluster, i: usize, key: &str) {
+    let far = "99999999999999";
+    c.command(i, &["ZADD", key, far, "other-1", far, "other-2"])
+        .unwrap();
+}
+
+/// Issue 29: a permit refused by fewer full nodes than permits held elsewhere would fill is a
+/// split vote: the error says the nodes disagreed (not "all 2 permits are held elsewhere"), and
+/// the try-once re-tried it at once, a few times, without sleeping a retry delay. Every node
+/// full is "held elsewhere", in one round. The counts of both messages add up to the nodes.
+#[tokio::test]
+async fn a_split_vote_says_the_nodes_disagreed_and_is_retried_at_once() {
+    let c = cluster(3);
+    let m = LockManager::new(config(&c).retry_count(0).retry_delay(10 * SEC))
+        .await
+        .unwrap();
+    let name = unique("split");
+    let key = format!("{name}:ironlock:semaphore");
+    fill(&c, 0, &key);
+    let sem = m.semaphore(name.clone(), 2);
+    let started = Instant::now();
+    let e = sem.acquire(5 * SEC).await.unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(e.kind(), ErrorKind::Contended, "{e}");
+    let text = e.message();
+    assert!(
+        text.contains(&format!(
+            "could not acquire a permit of semaphore [\"{name}\"] (limit 2): the nodes disagreed: 2 of 3 admitted it and 1 of 3 was full"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("so a permit may be free; retry"), "{text}");
+    assert!(!text.contains("permits are held elsewhere"), "{text}");
+    assert!(
+        text.contains("(2 of 3 nodes granted, quorum 3): 1 of 3 nodes did not grant: full ("),
+        "{text}"
+    );
+    assert_eq!(common::assert_counts_add_up(text, 3), [2, 1]);
+    let report = e.report().expect("a report");
+    assert_eq!(report.rounds, 4, "one round and 3 quick re-tries: {report}");
+    assert!(took < SEC, "slept a retry delay: {took:?}");
+    // Nothing is left behind where it was admitted.
+    m.flush().await;
+    for i in 1..3 {
+        assert_eq!(
+            c.command(i, &["EXISTS", &key]).unwrap(),
+            ":0\r\n",
+            "node {i}"
+        );
+    }
+    // Every node full: the permits are held elsewhere, and one round says so.
+    fill(&c, 1, &key);
+    fill(&c, 2, &key);
+    let e = sem.acquire(5 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Contended, "{e}");
+    let text = e.message();
+    assert!(
+        text.contains(
+            "(limit 2): all 2 permits are held elsewhere (0 of 3 nodes granted, quorum 3): 3 of 3 nodes did not grant: full ("
+        ),
+        "{text}"
+    );
+    assert_eq!(e.report().unwrap().rounds, 1, "{e}");
+    common::assert_counts_add_up(text, 3);
+}
+
+/// Issue 29: every holder of a semaphore uses one limit. The limit is recorded on the nodes
+/// (`<semaphore key>:ironlock:limit`, living as long as the semaphore key); a request with
+/// another limit is refused naming `limit` — at once, even with a wait, and also a fair one —
+/// while a permit is held, and takes the limit over once none is.
+#[tokio::test]
+async fn a_semaphore_in_use_refuses_another_limit_until_no_permit_is_held() {
+    let c = cluster(3);
+    let m = LockManager::new(config(&c).retry_count(0)).await.unwrap();
+    let name = unique("limits");
+    let key = format!("{name}:ironlock:semaphore");
+    let limit_key = ironlock::scripts::limit_key(&key);
+    assert_eq!(limit_key, format!("{key}:ironlock:limit"));
+    let a = m.semaphore(name.clone(), 2).acquire(5 * SEC).await.unwrap();
+    for i in 0..3 {
+        assert_eq!(c.command(i, &["GET", &limit_key]).unwrap(), "$1\r\n2\r\n");
+        let pttl: i64 = c.command(i, &["PTTL", &limit_key]).unwrap()[1..]
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(pttl > 4000 && pttl <= 5000, "node {i}: {pttl}");
+    }
+    // One permit of two held: a limit of 3 is refused all the same (it was granted before).
+    let three = m.semaphore(name.clone(), 3);
+    let started = Instant::now();
+    let e = three
+        .acquire_with(5 * SEC, AcquireOptions::wait(3 * SEC))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < SEC, "waited: {:?}", started.elapsed());
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(
+        e.message().starts_with(&format!(
+            "limit: the semaphore \"{name}\" is in use with limit 2 on 3 of 3 nodes; got 3"
+        )),
+        "{e}"
+    );
+    let report = e.report().expect("a report");
+    assert_eq!(report.count(ironlock::Vote::Against), 3, "{report}");
+    assert!(
+        report
+            .nodes
+            .iter()
+            .all(|r| r.error.as_deref() == Some("in use with limit 2")),
+        "{report}"
+    );
+    let e = three
+        .acquire_with(5 * SEC, AcquireOptions::try_once().fair(true))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "fair: {e}");
+    let b = m.semaphore(name.clone(), 2).acquire(5 * SEC).await.unwrap();
+    assert!(a.release().await.held);
+    // One holder left: still in use with 2 (also with a limit of 1).
+    let e = m.semaphore(name.clone(), 1).acquire(SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(b.release().await.held);
+    // No permit held: the record went with the last holder, and the limit may change.
+    m.flush().await;
+    for i in 0..3 {
+        assert_eq!(c.command(i, &["EXISTS", &limit_key]).unwrap(), ":0\r\n");
+    }
+    let p = three
+        .acquire(5 * SEC)
+        .await
+        .expect("no permit held: limit 3");
+    p.extend(8 * SEC).await.unwrap();
+    for i in 0..3 {
+        assert_eq!(c.command(i, &["GET", &limit_key]).unwrap(), "$1\r\n3\r\n");
+        let pttl: i64 = c.command(i, &["PTTL", &limit_key]).unwrap()[1..]
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            pttl > 7000,
+            "the record lives on with the extension: {pttl}"
+        );
+    }
+    assert!(p.release().await.held);
+    // A permit that expired holds nothing: its limit does not count.
+    let short = m.semaphore(name.clone(), 2).acquire(ms(200)).await.unwrap();
+    tokio::time::sleep(ms(300)).await;
+    let p = three
+        .acquire(SEC)
+        .await
+        .expect("the expired permit's limit is gone");
+    assert!(p.release().await.held);
+    drop(short);
+    // Fair waiters leave no queue behind.
+    for i in 0..3 {
+        let queue = format!("{key}:ironlock:queue");
+        assert_eq!(c.command(i, &["EXISTS", &queue]).unwrap(), ":0\r\n");
+    }
+}
+
+/// Issue 29: `inspect` of a semaphore's name shows its permits on each node (token and ttl on
+/// the node's clock) and the limit in use, not a free lock key.
+#[tokio::test]
+async fn inspect_shows_the_permits_of_a_semaphore() {
+    let c = cluster(3);
+    let m = LockManager::new(config(&c).retry_count(0)).await.unwrap();
+    let name = unique("inspect");
+    let sem = m.semaphore(name.clone(), 2);
+    let a = sem.acquire(5 * SEC).await.unwrap();
+    let b = sem.acquire(3 * SEC).await.unwrap();
+    let holders = m.inspect(&name).await.unwrap();
+    assert_eq!(holders.len(), 3);
+    for h in &holders {
+        assert_eq!(
+            (h.token.as_deref(), h.error.as_deref()),
+            (None, None),
+            "{h:?}"
+        );
+        assert_eq!(h.limit, Some(2), "{h:?}");
+        let tokens: Vec<&str> = h.permits.iter().map(|p| p.token.as_str()).collect();
+        assert_eq!(tokens, [a.token(), b.token()], "longest-lived first: {h:?}");
+        assert!(
+            h.permits[0].ttl > 4 * SEC && h.permits[0].ttl <= 5 * SEC,
+            "{h:?}"
+        );
+        assert!(
+            h.permits[1].ttl > 2 * SEC && h.permits[1].ttl <= 3 * SEC,
+            "{h:?}"
+        );
+    }
+    a.release().await;
+    b.release().await;
+    m.flush().await;
+    let holders = m.inspect(&name).await.unwrap();
+    assert!(
+        holders
+            .iter()
+            .all(|h| h.permits.is_empty() && h.limit.is_none()),
+        "{holders:?}"
+    );
 }

@@ -109,6 +109,18 @@ fn holders(py: Python<'_>, list: Vec<ironlock::Holder>) -> PyResult<Bound<'_, Py
             d.set_item("url", h.url)?;
             d.set_item("token", h.token)?;
             d.set_item("ttl", h.ttl.map(|t| t.as_secs_f64()))?;
+            let permits = h
+                .permits
+                .into_iter()
+                .map(|p| {
+                    let d = PyDict::new(py);
+                    d.set_item("token", p.token)?;
+                    d.set_item("ttl", p.ttl.as_secs_f64())?;
+                    Ok(d)
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            d.set_item("permits", permits)?;
+            d.set_item("limit", h.limit)?;
             d.set_item("error", h.error)?;
             Ok(d)
         })

@@ -31,3 +31,28 @@ pub const SEC: Duration = Duration::from_secs(1);
 pub fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
+
+/// Checks that an acquire error's counts add up to the `n` nodes of the report: "(G of N nodes
+/// granted, quorum Q): K of N nodes did not grant: …; P of N nodes had not answered …" names
+/// every node once. Returns G and the K, P that follow it.
+pub fn assert_counts_add_up(message: &str, n: usize) -> Vec<usize> {
+    let at = message
+        .find(" nodes granted, quorum ")
+        .unwrap_or_else(|| panic!("no 'nodes granted' in: {message}"));
+    let start = message[..at].rfind('(').expect("'(G of N nodes granted'");
+    let words: Vec<&str> = message[start + 1..].split_whitespace().collect();
+    let counts: Vec<usize> = words
+        .windows(4)
+        .filter(|w| w[1] == "of" && w[3].trim_end_matches(':') == "nodes")
+        .map(|w| {
+            assert_eq!(w[2].parse::<usize>().ok(), Some(n), "{message}");
+            w[0].parse().unwrap_or_else(|_| panic!("{message}"))
+        })
+        .collect();
+    assert_eq!(
+        counts.iter().sum::<usize>(),
+        n,
+        "counts do not add up: {message}"
+    );
+    counts
+}
