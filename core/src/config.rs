@@ -5,8 +5,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+pub(crate) use crate::urls::{ClusterSpec, NodeSpec, SentinelSpec};
 pub use crate::urls::{NodeParts, node_url, nodes_from_env, redact_url, split_node_list};
-pub(crate) use crate::urls::{NodeSpec, SentinelSpec};
 use crate::urls::{parse_node, server_identity};
 
 /// Settings of a [`LockManager`](crate::LockManager). Built with chained setters; validated by
@@ -444,9 +444,14 @@ impl Config {
             if tls {
                 spec.tls = self.effective_tls(i);
             }
-            let identity = match &spec.sentinel {
-                Some(s) => format!("sentinel:{}", s.master),
-                None => server_identity(spec.info.addr()),
+            let identity = match (&spec.sentinel, &spec.cluster) {
+                (Some(s), _) => format!("sentinel:{}", s.master),
+                (None, Some(c)) => c
+                    .seeds
+                    .first()
+                    .map(|seed| format!("cluster:{}", server_identity(seed.addr())))
+                    .unwrap_or_default(),
+                (None, None) => server_identity(spec.info.addr()),
             };
             if let Some(&first) = seen.get(&identity) {
                 let earlier: &NodeSpec = &specs[first];

@@ -42,6 +42,8 @@ mod quorum;
 pub mod scripts;
 mod settings;
 mod stats;
+mod shards;
+mod slot;
 mod token;
 mod topology;
 mod urls;

@@ -10,8 +10,9 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
 use crate::alarm::Alarm;
-use crate::config::{EffectiveTls, NodeSpec, SentinelSpec, scrub};
+use crate::config::{ClusterSpec, EffectiveTls, NodeSpec, SentinelSpec, scrub};
 use crate::drain::{Draining, InFlight};
+use crate::shards::{self, Conn, Shard};
 use crate::topology::{self, Identities, ServerInfo, build_client, parse_info};
 
 /// Resolves a TLS server name to the host the node's URL gives (the connection goes to that
@@ -92,7 +93,7 @@ enum Quarantine {
 }
 
 struct State {
-    conn: Option<MultiplexedConnection>,
+    conn: Option<Conn>,
     /// Bumped on every new connection, so a stale failure cannot drop a fresh connection.
     generation: u64,
     /// The node's "yes" votes count from this instant on.
@@ -132,6 +133,8 @@ pub(crate) struct Node {
     client: Mutex<redis::Client>,
     /// A Sentinel-managed voter: its sentinels, and the data nodes' connection template.
     sentinel: Option<(SentinelSpec, redis::ConnectionInfo, EffectiveTls)>,
+    /// A Redis Cluster voter: its seeds, its nodes' connection template and its shards.
+    cluster: Option<ClusterVoter>,
     /// With a TLS server name other than the URL's host: the client connects to the name (so
     /// that the certificate is checked against it) and this resolves the name to the URL's host.
     pinned: Option<Pinned>,
@@ -167,6 +170,30 @@ pub(crate) struct Node {
     pub(crate) counters: VoteCounters,
 }
 
+/// What a Redis Cluster voter keeps besides its connection.
+struct ClusterVoter {
+    spec: ClusterSpec,
+    template: redis::ConnectionInfo,
+    tls: EffectiveTls,
+    key_prefix: String,
+    /// The shards as last checked (replaced whole when they are read again).
+    shards: Mutex<Arc<Vec<Shard>>>,
+    /// Which masters with which replication IDs: a change is a change of the data (re-seat).
+    signature: Mutex<String>,
+    refreshing: AtomicBool,
+}
+
+/// The SHAs of the scripts that are no votes (releases): a shard in quarantine runs them and
+/// their replies count as they are.
+static NOT_VOTES: std::sync::LazyLock<[String; 3]> = std::sync::LazyLock::new(|| {
+    [
+        crate::scripts::RELEASE_SOURCE,
+        crate::scripts::SEM_RELEASE_SOURCE,
+        crate::scripts::FAIR_LEAVE_SOURCE,
+    ]
+    .map(|s| redis::Script::new(s).get_hash().to_owned())
+});
+
 /// One node as the manager sees it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeStatus {
@@ -194,6 +221,8 @@ pub struct NodeStatus {
     pub kind: &'static str,
     /// A Sentinel voter's current master (`host:port`), as its sentinels named it.
     pub master: Option<String>,
+    /// A cluster voter's number of shards (slot ranges with a master); 0 for other kinds.
+    pub shards: usize,
     /// Why its "yes" does not count now (restart or failover quarantine, the same server as
     /// another node), when it does not.
     pub not_counted_because: Option<String>,
@@ -273,6 +302,25 @@ impl Node {
             None => None,
         };
         let sentinel = spec.sentinel.map(|s| (s, info.clone(), spec.tls.clone()));
+        let cluster = spec.cluster.map(|c| ClusterVoter {
+            template: info.clone(),
+            tls: spec.tls.clone(),
+            key_prefix: settings
+                .master_key
+                .strip_suffix("ironlock:master")
+                .unwrap_or_default()
+                .to_owned(),
+            shards: Mutex::new(Arc::new(Vec::new())),
+            signature: Mutex::new(String::new()),
+            refreshing: AtomicBool::new(false),
+            spec: c,
+        });
+        // A cluster voter's release announcements are read from its first seed (a PUBLISH
+        // reaches every node of a cluster).
+        let info = match cluster.as_ref().and_then(|c| c.spec.seeds.first()) {
+            Some(seed) => info.set_addr(seed.addr().clone()),
+            None => info,
+        };
         let client = Mutex::new(build(info)?);
         Ok(Arc::new(Node {
             display: settings.identities.displays[index].clone(),
@@ -281,6 +329,7 @@ impl Node {
             secret: spec.secret,
             client,
             sentinel,
+            cluster,
             pinned,
             push_client,
             node_timeout: settings.node_timeout,
@@ -488,7 +537,88 @@ impl Node {
         Ok(())
     }
 
+    /// Connects a cluster voter: the cluster connection, then every shard's master checked.
+    async fn connect_cluster(&self, cv: &ClusterVoter) -> Result<(), String> {
+        let client =
+            shards::cluster_client(&cv.spec.seeds, &cv.template, &cv.tls, self.connect_timeout)?;
+        let mut conn = tokio::time::timeout(self.connect_timeout, client.get_async_connection())
+            .await
+            .map_err(|_| "no cluster connection within connect_timeout".to_owned())?
+            .map_err(|e| self.scrub(&e.to_string()))?;
+        let read = shards::read(&mut conn, &self.check(cv))
+            .await
+            .map_err(|e| self.scrub(&e))?;
+        self.install_shards(cv, read.list);
+        let received = Instant::now();
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.closed {
+            return Ok(());
+        }
+        st.conn = Some(Conn::Cluster(conn));
+        st.generation += 1;
+        st.eligible_at = received;
+        st.quarantine = Quarantine::Restart;
+        st.connected_at = Some(received);
+        st.info = Some(ServerInfo {
+            version: read.version,
+            ..ServerInfo::default()
+        });
+        st.last_error = None;
+        Ok(())
+    }
+
+    fn check<'a>(&self, cv: &'a ClusterVoter) -> shards::Check<'a> {
+        shards::Check {
+            template: &cv.template,
+            tls: &cv.tls,
+            connect_timeout: self.connect_timeout,
+            quarantine: self.quarantine,
+            key_prefix: &cv.key_prefix,
+        }
+    }
+
+    /// Takes a fresh reading of the shards; a change of any shard's master is a change of the
+    /// voter's data (re-seat writes keys back there).
+    fn install_shards(&self, cv: &ClusterVoter, list: Vec<Shard>) {
+        let signature: String = list
+            .iter()
+            .map(|s| format!("{}-{}={}/{};", s.start, s.end, s.addr, s.replid))
+            .collect();
+        let mut old = cv.signature.lock().unwrap_or_else(|p| p.into_inner());
+        if *old != signature {
+            self.data_epoch.fetch_add(1, Ordering::AcqRel);
+            *old = signature;
+        }
+        drop(old);
+        *cv.shards.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(list);
+    }
+
+    /// Reads a cluster voter's shards again in the background (a vote found a shard served by
+    /// a master other than the one checked), unless a reading is under way.
+    fn refresh_shards(self: &Arc<Self>) {
+        let Some(cv) = &self.cluster else { return };
+        if cv.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        self.rt.spawn(async move {
+            let Some(node) = weak.upgrade() else { return };
+            let Some(cv) = &node.cluster else { return };
+            if let Some((Conn::Cluster(mut conn), _)) = node.current() {
+                match shards::read(&mut conn, &node.check(cv)).await {
+                    Ok(read) => node.install_shards(cv, read.list),
+                    Err(e) => node.note_error(node.scrub(&e)),
+                }
+            }
+            cv.refreshing.store(false, Ordering::Release);
+        });
+    }
+
     async fn try_connect(&self) -> Result<(), String> {
+        if let Some(cv) = &self.cluster {
+            self.resolve().await?;
+            return self.connect_cluster(cv).await;
+        }
         self.find_master().await?;
         self.resolve().await?;
         let mut config = AsyncConnectionConfig::new()
@@ -582,7 +712,7 @@ impl Node {
             self.counters.quarantines.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("ironlock_quarantines_total").increment(1);
         }
-        st.conn = Some(conn);
+        st.conn = Some(Conn::Single(conn));
         st.generation += 1;
         st.eligible_at = eligible_at;
         st.quarantine = why;
@@ -658,7 +788,7 @@ impl Node {
         });
     }
 
-    fn current(&self) -> Option<(MultiplexedConnection, u64)> {
+    fn current(&self) -> Option<(Conn, u64)> {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.conn.clone().map(|c| (c, st.generation))
     }
@@ -734,6 +864,25 @@ impl Node {
         cmd: &redis::Cmd,
     ) -> Result<T, Failure> {
         let (mut conn, generation) = self.connection()?;
+        if let Some(cv) = &self.cluster {
+            let list = cv.shards.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let (guarded, shard) = shards::guard(cmd, &list).map_err(|e| {
+                if e.contains("checking the shards again") {
+                    self.refresh_shards();
+                }
+                Failure::Error(e)
+            })?;
+            let reply = guarded.query_async(&mut conn).await;
+            let value = self.settle(Ok(reply), generation)?;
+            // A shard in quarantine ran the vote, but it does not count (releases do).
+            let vote = cmd.args_iter().nth(1).is_some_and(|a| {
+                !matches!(a, redis::Arg::Simple(sha) if NOT_VOTES.iter().any(|n| n.as_bytes() == sha))
+            });
+            if vote && let Some(why) = shard.and_then(|s| s.not_counted(Instant::now())) {
+                return Err(Failure::Error(why));
+            }
+            return Ok(value);
+        }
         let reply = cmd.query_async(&mut conn).await;
         self.settle(Ok(reply), generation)
     }
@@ -769,7 +918,7 @@ impl Node {
         self.settle(reply, generation)
     }
 
-    fn connection(self: &Arc<Self>) -> Result<(MultiplexedConnection, u64), Failure> {
+    fn connection(self: &Arc<Self>) -> Result<(Conn, u64), Failure> {
         if let Some(c) = self.current() {
             return Ok(c);
         }
@@ -795,6 +944,10 @@ impl Node {
                 // A master demoted to replica by a failover refuses writes: connect again, which
                 // finds the new master (Sentinel, a DNS name that moved) or reports the replica.
                 let demoted = e.code() == Some("READONLY") || e.to_string().contains("READONLY");
+                // A cluster shard's master changed since it was checked: check them again.
+                if e.code() == Some("IRONLOCK_STALE") || e.to_string().contains("IRONLOCK_STALE") {
+                    self.refresh_shards();
+                }
                 if noscript || demoted {
                     self.drop_connection(generation, &e.to_string());
                 } else if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
@@ -845,12 +998,13 @@ impl Node {
                 .unwrap_or_default(),
             last_error: st.last_error.clone(),
             same_server_as: self.identities.same_as(self.index).map(|(i, _, _)| i),
-            kind: if self.sentinel.is_some() {
-                "sentinel"
-            } else {
-                "standalone"
+            kind: match (&self.sentinel, &self.cluster) {
+                (Some(_), _) => "sentinel",
+                (None, Some(_)) => "cluster",
+                (None, None) => "standalone",
             },
             master: st.master.clone(),
+            shards: 0,
             not_counted_because: None,
             votes_for: self.counters.votes_for.load(Ordering::Relaxed),
             votes_against: self.counters.votes_against.load(Ordering::Relaxed),
@@ -864,6 +1018,15 @@ impl Node {
         drop(st);
         if quarantined || self.identities.is_shadowed(self.index) {
             status.not_counted_because = Some(self.quarantine_text());
+        }
+        if let Some(cv) = &self.cluster {
+            let list = cv.shards.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let now = Instant::now();
+            let why: Vec<String> = list.iter().filter_map(|s| s.not_counted(now)).collect();
+            status.shards = list.len();
+            if !why.is_empty() {
+                status.not_counted_because = Some(why.join("; "));
+            }
         }
         status
     }

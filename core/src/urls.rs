@@ -14,6 +14,14 @@ pub(crate) struct NodeSpec {
     /// A Sentinel-managed master: `info` is then the template of the data node's connection
     /// (credentials, database, TLS) whose address the sentinels give.
     pub(crate) sentinel: Option<SentinelSpec>,
+    /// A Redis Cluster: `info` is then the template of its nodes' connections.
+    pub(crate) cluster: Option<ClusterSpec>,
+}
+
+/// The seed nodes of a Redis Cluster voter (its other nodes are found from them).
+#[derive(Clone)]
+pub(crate) struct ClusterSpec {
+    pub(crate) seeds: Vec<redis::ConnectionInfo>,
 }
 
 /// The sentinels that name a voter's master, and the master's name among them.
@@ -51,13 +59,18 @@ pub(crate) fn parse_node(i: usize, url: &str, config: &Config) -> Result<NodeSpe
     if url.trim().is_empty() {
         return Err(Error::invalid(format!("{name}: empty URL")));
     }
-    for (prefix, tls) in [("redis-sentinel://", false), ("rediss-sentinel://", true)] {
+    let auth = (
+        config.sentinel_username.as_deref(),
+        config.sentinel_password.as_deref(),
+    );
+    for (prefix, kind, tls) in [
+        ("redis-sentinel://", Multi::Sentinel, false),
+        ("rediss-sentinel://", Multi::Sentinel, true),
+        ("redis-cluster://", Multi::Cluster, false),
+        ("rediss-cluster://", Multi::Cluster, true),
+    ] {
         if url.starts_with(prefix) {
-            let auth = (
-                config.sentinel_username.as_deref(),
-                config.sentinel_password.as_deref(),
-            );
-            return parse_sentinel(i, url, tls, auth);
+            return parse_multi(i, url, kind, tls, auth);
         }
     }
     let display = redact_url(url);
@@ -65,7 +78,7 @@ pub(crate) fn parse_node(i: usize, url: &str, config: &Config) -> Result<NodeSpe
     let shown = cut(&display);
     let Some((scheme, _)) = url.split_once("://") else {
         return Err(Error::invalid(format!(
-            "{name}: unparsable URL {shown:?} (expected redis://, rediss://, unix:// or redis-sentinel://)"
+            "{name}: unparsable URL {shown:?} (expected redis://, rediss://, unix://, redis-sentinel:// or redis-cluster://)"
         )));
     };
     let plausible = !scheme.is_empty()
@@ -74,7 +87,7 @@ pub(crate) fn parse_node(i: usize, url: &str, config: &Config) -> Result<NodeSpe
             .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
     if !plausible {
         return Err(Error::invalid(format!(
-            "{name}: unparsable URL {shown} (expected redis://, rediss://, unix:// or redis-sentinel://)"
+            "{name}: unparsable URL {shown} (expected redis://, rediss://, unix://, redis-sentinel:// or redis-cluster://)"
         )));
     }
     if !matches!(
@@ -84,7 +97,7 @@ pub(crate) fn parse_node(i: usize, url: &str, config: &Config) -> Result<NodeSpe
         return Err(Error::new(
             ErrorKind::Connection,
             format!(
-                "{name}: unsupported scheme {:?} in {shown} (expected redis://, rediss://, unix:// or redis-sentinel://)",
+                "{name}: unsupported scheme {:?} in {shown} (expected redis://, rediss://, unix://, redis-sentinel:// or redis-cluster://)",
                 cut(scheme)
             ),
         ));
@@ -115,35 +128,67 @@ pub(crate) fn parse_node(i: usize, url: &str, config: &Config) -> Result<NodeSpe
         tls: EffectiveTls::default(),
         secret,
         sentinel: None,
+        cluster: None,
     })
 }
 
 /// The default port of a sentinel.
 const SENTINEL_PORT: u16 = 26379;
 
+/// A voter given by several hosts: a Sentinel-managed master or a Redis Cluster.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Multi {
+    Sentinel,
+    Cluster,
+}
+
 /// `redis-sentinel://[user:password@]host[:port][,host[:port]…][/db]#MASTER` (Lettuce's form;
 /// `rediss-sentinel://` for TLS): the credentials and database are the data nodes'; the
 /// sentinels' own credentials are the settings `sentinel_username` / `sentinel_password`.
-fn parse_sentinel(
+/// `redis-cluster://[user:password@]host[:port][,host[:port]…]` (`rediss-cluster://`): seed
+/// nodes of a Redis Cluster, with the credentials of its nodes (database 0 only).
+fn parse_multi(
     i: usize,
     url: &str,
+    kind: Multi,
     tls: bool,
     auth: (Option<&str>, Option<&str>),
 ) -> Result<NodeSpec> {
     let name = format!("nodes[{i}]");
-    let scheme = if tls {
-        "rediss-sentinel"
-    } else {
-        "redis-sentinel"
+    let scheme = match (kind, tls) {
+        (Multi::Sentinel, false) => "redis-sentinel",
+        (Multi::Sentinel, true) => "rediss-sentinel",
+        (Multi::Cluster, false) => "redis-cluster",
+        (Multi::Cluster, true) => "rediss-cluster",
     };
     let rest = &url[scheme.len() + 3..];
-    let example = "redis-sentinel://127.0.0.1:26379,127.0.0.1:26380#mymaster";
-    let Some((rest, master)) = rest.rsplit_once('#') else {
-        return Err(Error::invalid(format!(
-            "{name}: a {scheme}:// URL names its master after '#' ({example})"
-        )));
+    let (example, what, default_port) = match kind {
+        Multi::Sentinel => (
+            "redis-sentinel://127.0.0.1:26379,127.0.0.1:26380#mymaster",
+            "sentinel",
+            SENTINEL_PORT,
+        ),
+        Multi::Cluster => (
+            "redis-cluster://127.0.0.1:7000,127.0.0.1:7001",
+            "seed node",
+            6379,
+        ),
     };
-    if master.is_empty() || master.contains(['/', '@', ',', ' ']) {
+    let (rest, master) = match (kind, rest.rsplit_once('#')) {
+        (Multi::Sentinel, Some((r, m))) => (r, m),
+        (Multi::Cluster, None) => (rest, ""),
+        (Multi::Cluster, Some(_)) => {
+            return Err(Error::invalid(format!(
+                "{name}: a {scheme}:// URL has no '#' part ({example}); {ENCODE_HINT}"
+            )));
+        }
+        (Multi::Sentinel, None) => {
+            return Err(Error::invalid(format!(
+                "{name}: a {scheme}:// URL names its master after '#' ({example})"
+            )));
+        }
+    };
+    if kind == Multi::Sentinel && (master.is_empty() || master.contains(['/', '@', ',', ' '])) {
         return Err(Error::invalid(format!(
             "{name}: the master name after '#' must be a plain name, got {:?} ({example})",
             cut(master)
@@ -166,6 +211,16 @@ fn parse_sentinel(
             ))
         })?,
     };
+    if kind == Multi::Cluster && db != 0 {
+        return Err(Error::invalid(format!(
+            "{name}: a Redis Cluster has only database 0, got /{db}"
+        )));
+    }
+    let (userinfo, auth) = match kind {
+        Multi::Sentinel => (userinfo, auth),
+        // The seeds are the cluster's own nodes: the URL's credentials are theirs.
+        Multi::Cluster => (userinfo, (None, None)),
+    };
     let mut sentinels = Vec::new();
     let mut shown_hosts = Vec::new();
     for (k, host) in hosts.split(',').enumerate() {
@@ -180,7 +235,7 @@ fn parse_sentinel(
             });
         let Some(u) = parsed else {
             return Err(Error::invalid(format!(
-                "{name}: sentinel {k} {:?} is not host[:port] ({example})",
+                "{name}: {what} {k} {:?} is not host[:port] ({example})",
                 cut(host)
             )));
         };
@@ -189,7 +244,7 @@ fn parse_sentinel(
             .unwrap_or_default()
             .trim_start_matches('[')
             .trim_end_matches(']');
-        let port = u.port().unwrap_or(SENTINEL_PORT);
+        let port = u.port().unwrap_or(default_port);
         let addr = if tls {
             redis::ConnectionAddr::TcpTls {
                 host: h.to_owned(),
@@ -212,7 +267,7 @@ fn parse_sentinel(
             if tls { "rediss" } else { "redis" },
             u.host_str().unwrap_or_default()
         ))
-        .map_err(|e| Error::invalid(format!("{name}: sentinel {k}: {e}")))?
+        .map_err(|e| Error::invalid(format!("{name}: {what} {k}: {e}")))?
         .set_addr(addr)
         .set_redis_settings(settings);
         sentinels.push(info);
@@ -249,18 +304,27 @@ fn parse_sentinel(
     } else {
         format!("/{db}")
     };
-    Ok(NodeSpec {
-        info,
-        display: format!(
-            "{scheme}://{user}{}{db_shown}#{master}",
-            shown_hosts.join(",")
-        ),
-        tls: EffectiveTls::default(),
-        secret,
-        sentinel: Some(SentinelSpec {
-            sentinels,
-            master: master.to_owned(),
-        }),
+    let hosts = shown_hosts.join(",");
+    Ok(match kind {
+        Multi::Sentinel => NodeSpec {
+            info,
+            display: format!("{scheme}://{user}{hosts}{db_shown}#{master}"),
+            tls: EffectiveTls::default(),
+            secret,
+            sentinel: Some(SentinelSpec {
+                sentinels,
+                master: master.to_owned(),
+            }),
+            cluster: None,
+        },
+        Multi::Cluster => NodeSpec {
+            info,
+            display: format!("{scheme}://{user}{hosts}"),
+            tls: EffectiveTls::default(),
+            secret,
+            sentinel: None,
+            cluster: Some(ClusterSpec { seeds: sentinels }),
+        },
     })
 }
 

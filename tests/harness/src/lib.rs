@@ -4,9 +4,11 @@
 //! dropped, and also when the test process dies (parent-death signal).
 
 mod pki;
+mod redis_cluster;
 mod sentinel;
 
 pub use pki::make_test_pki;
+pub use redis_cluster::RedisCluster;
 pub use sentinel::{
     SentinelGroup, failover as sentinel_failover, master_port as sentinel_master_port,
 };
