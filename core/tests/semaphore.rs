@@ -77,7 +77,7 @@ async fn at_most_limit_holders_and_a_release_wakes_a_waiter() {
     assert!(b.finish().await.unwrap().held);
     assert!(c_permit.release().await.held);
     // Every holder is gone, and so is the key on every node.
-    let key = format!("{name}:ironlock:semaphore");
+    let key = ironlock::scripts::semaphore_key(&name);
     for i in 0..3 {
         let mut left = String::new();
         for _ in 0..40 {
@@ -481,7 +481,9 @@ async fn a_fair_waiter_that_cannot_reach_a_quorum_does_not_stall_the_line() {
             .await
             .unwrap();
         let queued: u64 = redis::cmd("EXISTS")
-            .arg(format!("{name}:ironlock:queue"))
+            .arg(ironlock::scripts::queue_key(
+                &ironlock::scripts::semaphore_key(&name),
+            ))
             .query_async(&mut conn)
             .await
             .unwrap();
@@ -576,7 +578,7 @@ async fn a_split_vote_says_the_nodes_disagreed_and_is_retried_at_once() {
         .await
         .unwrap();
     let name = unique("split");
-    let key = format!("{name}:ironlock:semaphore");
+    let key = ironlock::scripts::semaphore_key(&name);
     fill(&c, 0, &key);
     let sem = m.semaphore(name.clone(), 2);
     let started = Instant::now();
@@ -634,9 +636,12 @@ async fn a_semaphore_in_use_refuses_another_limit_until_no_permit_is_held() {
     let c = cluster(3);
     let m = LockManager::new(config(&c).retry_count(0)).await.unwrap();
     let name = unique("limits");
-    let key = format!("{name}:ironlock:semaphore");
+    let key = ironlock::scripts::semaphore_key(&name);
     let limit_key = ironlock::scripts::limit_key(&key);
-    assert_eq!(limit_key, format!("{key}:ironlock:limit"));
+    assert_eq!(
+        limit_key,
+        format!("{{{name}}}:ironlock:semaphore:ironlock:limit")
+    );
     let a = m.semaphore(name.clone(), 2).acquire(5 * SEC).await.unwrap();
     for i in 0..3 {
         assert_eq!(c.command(i, &["GET", &limit_key]).unwrap(), "$1\r\n2\r\n");
@@ -714,7 +719,7 @@ async fn a_semaphore_in_use_refuses_another_limit_until_no_permit_is_held() {
     drop(short);
     // Fair waiters leave no queue behind.
     for i in 0..3 {
-        let queue = format!("{key}:ironlock:queue");
+        let queue = ironlock::scripts::queue_key(&key);
         assert_eq!(c.command(i, &["EXISTS", &queue]).unwrap(), ":0\r\n");
     }
 }
