@@ -141,10 +141,9 @@ fn status_shows_the_permits_of_a_semaphore() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("status JSON");
     assert_eq!(v["holder"], serde_json::Value::Null, "{v}");
     let sem = &v["semaphore"];
-    assert_eq!(
-        sem["key"].as_str(),
-        Some(format!("{key}:ironlock:semaphore").as_str())
-    );
+    // The semaphore key, in the resource key's hash slot (`{key}` as its hash tag).
+    let sem_key = format!("{{{key}}}:ironlock:semaphore");
+    assert_eq!(sem["key"].as_str(), Some(sem_key.as_str()));
     assert_eq!(
         (sem["limit"].as_u64(), sem["quorum"].as_u64()),
         (Some(2), Some(3)),
