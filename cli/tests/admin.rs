@@ -142,7 +142,7 @@ fn status_shows_the_permits_of_a_semaphore() {
     assert_eq!(v["holder"], serde_json::Value::Null, "{v}");
     let sem = &v["semaphore"];
     // The semaphore key, in the resource key's hash slot (`{key}` as its hash tag).
-    let sem_key = format!("{{{key}}}:ironlock:semaphore");
+    let sem_key = format!("{key}{{{key}}}:ironlock:semaphore");
     assert_eq!(sem["key"].as_str(), Some(sem_key.as_str()));
     assert_eq!(
         (sem["limit"].as_u64(), sem["quorum"].as_u64()),

@@ -15,7 +15,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 /// Live entries of `key`'s queue on node `i`.
 fn queued(cluster: &ironlock_harness::Cluster, i: usize, key: &str) -> usize {
     let raw = cluster
-        .command(i, &["ZCARD", &format!("{key}:ironlock:queue")])
+        .command(i, &["ZCARD", &format!("{key}{{{key}}}:ironlock:queue")])
         .expect("ZCARD");
     raw.trim().trim_start_matches(':').parse().expect("a count")
 }

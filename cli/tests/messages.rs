@@ -243,7 +243,7 @@ fn a_wait_for_nodes_in_quarantine_says_why_even_off_a_terminal() {
 
 #[test]
 fn a_node_url_with_an_unusable_scheme_is_a_usage_error() {
-    for url in ["http://127.0.0.1:6379", "redis-cluster://127.0.0.1:7000"] {
+    for url in ["http://127.0.0.1:6379", "memcached://127.0.0.1:11211"] {
         let out = run(
             ironlock(&[url.to_owned()]).args(["run", "-n", "x", "--", "true"]),
             LIMIT,

@@ -629,12 +629,13 @@ pub fn validate_resources<S: AsRef<str>>(resources: &[S]) -> Result<()> {
 /// semaphore, fair queue, heartbeats, tickets). A resource whose name ends in one would share a
 /// key with another resource's (`job:ironlock:fence` is `job`'s fence counter), so such names
 /// are refused.
-pub const RESERVED_SUFFIXES: [&str; 5] = [
+pub const RESERVED_SUFFIXES: [&str; 6] = [
     ":ironlock:fence",
     ":ironlock:semaphore",
     ":ironlock:queue",
     ":ironlock:beats",
     ":ironlock:ticket",
+    ":ironlock:limit",
 ];
 
 /// One resource name: not empty, not ending in a [`RESERVED_SUFFIXES`] entry; `what` names it.

@@ -37,25 +37,29 @@ pub fn key_slot(key: &str) -> u16 {
 }
 
 /// The name of the key that ironlock keeps beside `key` under `suffix` (`":ironlock:fence"`):
-/// in `key`'s hash slot, so that both are on one shard of a cluster.
+/// in `key`'s hash slot, so that both are on one shard of a cluster, and beginning with `key`
+/// itself, so that it begins with the key prefix too (ACL key patterns such as `~lk:*` cover it).
 ///
 /// - `key` has a hash tag: `key` + suffix, which keeps the tag (`{order:1}:a:ironlock:fence`);
-/// - `key` holds no `}`: `{key}` + suffix, whose tag is the whole key (`{job:1}:ironlock:fence`);
-/// - otherwise (a `}` but no tag, e.g. `a}b`): a short tag found to hash to `key`'s slot, then
-///   `key` + suffix (`{x1z}a}b:ironlock:fence`).
+/// - `key` holds no brace: `key{key}` + suffix, whose tag is the whole key
+///   (`job:1{job:1}:ironlock:fence`);
+/// - otherwise (braces but no tag, e.g. `a}b`, `a{}b`): `key{T}` + suffix with a short `T` found
+///   so that the name lands in `key`'s slot.
 pub fn companion(key: &str, suffix: &str) -> String {
     if hash_tag(key.as_bytes()).is_some() {
         return format!("{key}{suffix}");
     }
-    if !key.contains('}') {
-        return format!("{{{key}}}{suffix}");
+    if !key.contains(['{', '}']) {
+        return format!("{key}{{{key}}}{suffix}");
     }
-    format!("{{{}}}{key}{suffix}", tag_for_slot(key_slot(key)))
+    let slot = key_slot(key);
+    let tag = search(|t| key_slot(&format!("{key}{{{t}}}{suffix}")) == slot);
+    format!("{key}{{{tag}}}{suffix}")
 }
 
-/// The first short alphanumeric text whose hash slot is `slot` (every slot has one of at most
-/// four characters; found in at most a few hundred thousand CRCs).
-pub(crate) fn tag_for_slot(slot: u16) -> String {
+/// The first short alphanumeric text for which `fits` holds (a text of at most four characters
+/// hits any given slot: 36^4 texts over 16384 slots).
+fn search(fits: impl Fn(&str) -> bool) -> String {
     const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut buf = Vec::with_capacity(4);
     for len in 1..=4u32 {
@@ -66,12 +70,21 @@ pub(crate) fn tag_for_slot(slot: u16) -> String {
                 buf.push(ALPHABET[(n % ALPHABET.len() as u64) as usize]);
                 n /= ALPHABET.len() as u64;
             }
-            if crc16(&buf) % SLOTS == slot {
-                return String::from_utf8(buf).expect("ASCII");
+            let text = std::str::from_utf8(&buf).expect("ASCII");
+            if fits(text) {
+                return text.to_owned();
             }
         }
     }
-    unreachable!("36^4 texts cover all 16384 slots")
+    // 1.7 million tries without a hit would mean the hash is not CRC16; fall back to a text
+    // that is at least deterministic (the caller's script then fails with CROSSSLOT on a
+    // cluster, and works on every other voter).
+    String::from("0")
+}
+
+/// The first short alphanumeric text whose hash slot is `slot`.
+pub(crate) fn tag_for_slot(slot: u16) -> String {
+    search(|t| crc16(t.as_bytes()) % SLOTS == slot)
 }
 
 #[cfg(test)]
@@ -108,7 +121,7 @@ mod tests {
             for suffix in [":ironlock:fence", ":ironlock:queue", ":ironlock:semaphore"] {
                 let c = companion(key, suffix);
                 assert_eq!(key_slot(&c), key_slot(key), "{key:?} -> {c:?}");
-                assert!(c.ends_with(suffix) && c.contains(key), "{c}");
+                assert!(c.ends_with(suffix) && c.starts_with(key), "{c}");
                 // Companions of companions (a semaphore's limit record) stay there too.
                 let cc = companion(&c, ":ironlock:limit");
                 assert_eq!(key_slot(&cc), key_slot(key), "{c:?} -> {cc:?}");
@@ -116,7 +129,7 @@ mod tests {
         }
         assert_eq!(
             companion("job:1", ":ironlock:fence"),
-            "{job:1}:ironlock:fence"
+            "job:1{job:1}:ironlock:fence"
         );
         assert_eq!(
             companion("{o}:1", ":ironlock:fence"),

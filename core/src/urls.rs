@@ -452,11 +452,19 @@ fn redact_conservatively(raw: &str) -> String {
 pub fn split_node_list(what: &str, text: &str) -> Result<Vec<String>> {
     let mut nodes: Vec<String> = Vec::new();
     for part in text.split(',').map(str::trim) {
-        // A Sentinel URL lists its sentinels with commas: a part without a scheme continues it.
+        // A Sentinel or Cluster URL lists its hosts with commas: a part without a scheme
+        // continues it.
         let continues = !part.is_empty()
             && !part.contains("://")
             && nodes.last().is_some_and(|u| {
-                u.starts_with("redis-sentinel://") || u.starts_with("rediss-sentinel://")
+                [
+                    "redis-sentinel://",
+                    "rediss-sentinel://",
+                    "redis-cluster://",
+                    "rediss-cluster://",
+                ]
+                .iter()
+                .any(|p| u.starts_with(p))
             });
         match nodes.last_mut() {
             Some(last) if continues => {

@@ -138,3 +138,34 @@ async fn a_cluster_voter_locks_any_name_and_keeps_exclusion_through_a_shard_fail
     l.release().await;
     drop(held);
 }
+
+#[test]
+fn cluster_urls_parse_and_bad_ones_name_the_argument() {
+    let ok = Config::new(["redis-cluster://u:s3cret@127.0.0.1:7000,127.0.0.1:7001"]);
+    ok.check().expect("valid");
+    assert!(!format!("{ok:?}").contains("s3cret"));
+    for (url, says) in [
+        ("redis-cluster://127.0.0.1:7000/1", "only database 0"),
+        ("redis-cluster://127.0.0.1:7000#x", "no '#' part"),
+        ("redis-cluster://,127.0.0.1:7000", "seed node 0"),
+    ] {
+        let e = Config::new([url]).check().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url}: {e}");
+        assert!(
+            e.message().starts_with("nodes[0]: ") && e.message().contains(says),
+            "{url}: {e}"
+        );
+    }
+    let nodes = ironlock::split_node_list(
+        "IRONLOCK_NODES",
+        "redis-cluster://127.0.0.1:1,127.0.0.1:2,redis://127.0.0.1:3",
+    )
+    .expect("list");
+    assert_eq!(
+        nodes,
+        [
+            "redis-cluster://127.0.0.1:1,127.0.0.1:2",
+            "redis://127.0.0.1:3"
+        ]
+    );
+}

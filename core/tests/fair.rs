@@ -19,7 +19,7 @@ fn fair_wait(wait: Duration) -> AcquireOptions {
 /// The number of live entries in `key`'s queue on node `i`.
 fn queued(c: &Cluster, i: usize, key: &str) -> usize {
     let reply = c
-        .command(i, &["ZCARD", &format!("{key}:ironlock:queue")])
+        .command(i, &["ZCARD", &ironlock::scripts::queue_key(&key)])
         .unwrap();
     reply.trim().trim_start_matches(':').parse().unwrap()
 }
@@ -92,8 +92,8 @@ async fn no_queue_left(c: &Cluster, n: usize, key: &str) {
             i,
             &[
                 "EXISTS",
-                &format!("{key}:ironlock:queue"),
-                &format!("{key}:ironlock:beats"),
+                &ironlock::scripts::queue_key(&key),
+                &ironlock::scripts::beats_key(&key),
             ],
         )
         .unwrap()
@@ -165,10 +165,10 @@ fn seat_ghost(c: &Cluster, name: &str, expiry: u64) {
     for i in 0..3 {
         c.command(
             i,
-            &["ZADD", &format!("{name}:ironlock:queue"), "1", "ghost"],
+            &["ZADD", &ironlock::scripts::queue_key(&name), "1", "ghost"],
         )
         .unwrap();
-        let beats = format!("{name}:ironlock:beats");
+        let beats = ironlock::scripts::beats_key(&name);
         c.command(i, &["ZADD", &beats, &expiry.to_string(), "ghost"])
             .unwrap();
     }
@@ -306,7 +306,7 @@ async fn a_fair_semaphore_admits_in_order() {
     let c = cluster(3);
     let cfg = config(&c).retry_delay(ms(100)).retry_jitter(ms(20));
     let name = unique("fsem");
-    let key = format!("{name}:ironlock:semaphore");
+    let key = ironlock::scripts::semaphore_key(&name);
     let m = LockManager::new(cfg.clone()).await.unwrap();
     let sem = m.semaphore(name.clone(), 2);
     let a = sem.acquire(10 * SEC).await.unwrap();
@@ -447,8 +447,15 @@ async fn a_short_queue_timeout_does_not_shorten_the_line_of_others() {
     seat_ghost(&c, &name, unix_ms() + 60_000);
     for i in 0..3 {
         for key in ["queue", "beats"] {
-            c.command(i, &["PEXPIRE", &format!("{name}:ironlock:{key}"), "10000"])
-                .unwrap();
+            c.command(
+                i,
+                &[
+                    "PEXPIRE",
+                    &format!("{name}{{{name}}}:ironlock:{key}"),
+                    "10000",
+                ],
+            )
+            .unwrap();
         }
     }
     let e = hasty

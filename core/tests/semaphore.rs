@@ -258,7 +258,7 @@ async fn negative_control_with_a_majority_quorum_the_same_scenario_exceeds_three
     const LIMIT: u32 = 3;
     let mut c = cluster(5);
     let referee = cluster(1);
-    let key = format!("{}:ironlock:semaphore", unique("negsem"));
+    let key = ironlock::scripts::semaphore_key(&unique("negsem"));
     let majority = ironlock::quorum(5);
     assert!(majority < ironlock::semaphore_quorum(5, LIMIT));
     let (urls, referee_url) = (c.urls(), referee.urls()[0].clone());
@@ -377,7 +377,7 @@ fn q_of_limit_matches_the_spec_formula() {
 #[tokio::test]
 async fn negative_control_a_majority_admits_three_holders_of_a_limit_of_two() {
     let c = cluster(5);
-    let key = format!("{}:ironlock:semaphore", unique("neg"));
+    let key = ironlock::scripts::semaphore_key(&unique("neg"));
     let admit = |node: usize, token: &str| -> bool {
         let sha = c
             .command(
@@ -638,9 +638,10 @@ async fn a_semaphore_in_use_refuses_another_limit_until_no_permit_is_held() {
     let name = unique("limits");
     let key = ironlock::scripts::semaphore_key(&name);
     let limit_key = ironlock::scripts::limit_key(&key);
+    // The record's name, as every language writes it: in the resource's hash slot.
     assert_eq!(
         limit_key,
-        format!("{{{name}}}:ironlock:semaphore:ironlock:limit")
+        format!("{name}{{{name}}}:ironlock:semaphore:ironlock:limit")
     );
     let a = m.semaphore(name.clone(), 2).acquire(5 * SEC).await.unwrap();
     for i in 0..3 {

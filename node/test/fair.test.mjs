@@ -24,7 +24,7 @@ describe('fair locks', () => {
   })
 
   async function queued(name) {
-    const n = await Promise.all(cluster.urls.map((_, i) => cluster.cmd(i, 'ZCARD', `${name}:ironlock:queue`)))
+    const n = await Promise.all(cluster.urls.map((_, i) => cluster.cmd(i, 'ZCARD', `${name}{${name}}:ironlock:queue`)))
     return n
   }
   async function waitQueued(name, n) {

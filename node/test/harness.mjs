@@ -63,6 +63,7 @@ export class Cluster {
     this.urls = info.urls
     this.ports = info.ports
     this.sentinelUrl = info.sentinel_url
+    this.clusterUrl = info.cluster_url
     return this
   }
 
@@ -132,6 +133,18 @@ export async function startCluster(n, extra = []) {
 /** A master with `replicas` replicas under `sentinels` sentinels (`sentinelUrl` names it). */
 export async function startSentinelGroup(replicas = 1, sentinels = 3) {
   const child = spawn(HARNESS, ['--sentinel', `${replicas},${sentinels}`], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  })
+  await new Promise((resolve, reject) => {
+    child.once('spawn', resolve)
+    child.once('error', reject)
+  })
+  return new Cluster(child).init()
+}
+
+/** A Redis Cluster of `masters` masters with `replicas` replicas each (`clusterUrl` names it). */
+export async function startRedisCluster(masters = 3, replicas = 1) {
+  const child = spawn(HARNESS, ['--cluster', `${masters},${replicas}`], {
     stdio: ['pipe', 'pipe', 'inherit'],
   })
   await new Promise((resolve, reject) => {

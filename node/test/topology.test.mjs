@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 import { LockManager, LockLostError } from '../lib/index.mjs'
-import { startSentinelGroup, unique } from './harness.mjs'
+import { startRedisCluster, startSentinelGroup, unique } from './harness.mjs'
 
 const MAX_TTL = 2000 // restart and failover quarantine: about 3 s
 
@@ -81,5 +81,27 @@ describe('Sentinel voters', () => {
     assert.equal(e.code, 'UNAVAILABLE', String(e))
     assert.ok(!String(e.message).includes('hunter2pw') && /sentinels/.test(e.message), e.message)
     await m.close()
+  })
+})
+
+describe('Redis Cluster voters', () => {
+  it('lock any name, with fencing, and refuse one request across hash slots', async () => {
+    const c = await startRedisCluster(3, 1)
+    try {
+      const m = new LockManager(c.clusterUrl, { restartQuarantine: false, connectTimeout: 5000 })
+      for (let i = 0; i < 20; i++) {
+        const lock = await m.acquire([unique(`cl${i}`)], 2000, { fencing: true })
+        assert.equal(typeof lock.fence, 'bigint')
+        assert.ok((await lock.release()).held !== false)
+      }
+      const tag = unique('tag')
+      const e = await m.acquire([`${tag}:a`, `${tag}:b`], 2000, { retryCount: 0 }).catch((x) => x)
+      assert.ok(/different hash slots/.test(e.message), e.message)
+      const both = await m.acquire([`{${tag}}:a`, `{${tag}}:b`], 2000)
+      await both.release()
+      await m.close()
+    } finally {
+      await c.quit()
+    }
   })
 })

@@ -20,11 +20,18 @@ HARNESS = os.environ.get("IRONLOCK_HARNESS", str(REPO / "target" / "debug" / "ir
 class Cluster:
     """N fresh redis-server nodes on loopback; killed when the harness's stdin closes."""
 
-    def __init__(self, nodes: int, extra: List[str] = [], sentinel: str = "") -> None:
+    def __init__(
+        self, nodes: int, extra: List[str] = [], sentinel: str = "", cluster: str = ""
+    ) -> None:
         """`sentinel="R,S"`: a master with R replicas under S sentinels instead of N masters
-        (`sentinel_url` names it; `master()` and `failover()` drive it)."""
+        (`sentinel_url` names it; `master()` and `failover()` drive it). `cluster="M,R"`: a
+        Redis Cluster of M masters with R replicas each (`cluster_url` names it)."""
         args = ["--", *extra] if extra else []
-        start = ["--sentinel", sentinel] if sentinel else ["--nodes", str(nodes)]
+        start = ["--nodes", str(nodes)]
+        if sentinel:
+            start = ["--sentinel", sentinel]
+        if cluster:
+            start = ["--cluster", cluster]
         self.proc = subprocess.Popen(
             [HARNESS, *start, *args],
             stdin=subprocess.PIPE,
@@ -40,6 +47,7 @@ class Cluster:
         self.urls: List[str] = info["urls"]
         self.ports: List[int] = info["ports"]
         self.sentinel_url: str = info.get("sentinel_url", "")
+        self.cluster_url: str = info.get("cluster_url", "")
         self._mutex = threading.Lock()
 
     def _ask(self, line: str) -> str:

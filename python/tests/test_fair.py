@@ -20,7 +20,7 @@ from conftest import Cluster, wait_until
 
 
 def queued(cluster: Cluster, name: str, n: int) -> bool:
-    return all(cluster.cmd(i, "ZCARD", f"{name}:ironlock:queue") == n for i in range(3))
+    return all(cluster.cmd(i, "ZCARD", f"{name}{{{name}}}:ironlock:queue") == n for i in range(3))
 
 
 def settings() -> dict:

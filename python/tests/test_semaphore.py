@@ -30,7 +30,7 @@ def test_at_most_limit_permits_and_the_block_releases(cluster3: Cluster, name: s
         assert permit.valid and permit.resources == [name]
     assert permit.released
     b.release()
-    key = f"{name}:ironlock:semaphore"
+    key = f"{name}{{{name}}}:ironlock:semaphore"
     assert wait_until(lambda: all(cluster3.cmd(i, "EXISTS", key) == 0 for i in range(3)))
 
 

@@ -84,3 +84,22 @@ def test_sentinel_urls_name_the_argument_and_hide_the_sentinel_password(name: st
         m.acquire(name, 1.0)
     assert "hunter2pw" not in str(e.value) and "sentinels" in str(e.value)
     m.close()
+
+
+def test_a_redis_cluster_is_one_voter(name: str) -> None:
+    c = Cluster(0, cluster="3,1")
+    try:
+        m = ironlock.LockManager(c.cluster_url, restart_quarantine=False, connect_timeout=5.0)
+        assert m.quorum == 1
+        for i in range(20):
+            lock = m.acquire(f"{name}:{i}", 2.0, fencing=True)
+            assert lock.fence is not None and lock.valid
+            assert lock.release()
+        # One request's resources must share a hash slot on a cluster.
+        with pytest.raises(ironlock.QuorumUnavailableError, match="different hash slots"):
+            m.acquire([f"{name}:a", f"{name}:b"], 2.0, retry_count=0)
+        both = m.acquire([f"{{{name}}}:a", f"{{{name}}}:b"], 2.0)
+        assert both.release()
+        m.close()
+    finally:
+        c.close()

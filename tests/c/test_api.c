@@ -805,7 +805,7 @@ static void test_semaphore(const harness *h) {
     for (int i = 0; i < 3; i++) ironlock_lock_free(held[i]);
     ironlock_acquire_opts_free(opts);
     char command[192];
-    snprintf(command, sizeof command, "EXISTS %s:ironlock:semaphore", r);
+    snprintf(command, sizeof command, "EXISTS %s{%s}:ironlock:semaphore", r, r);
     for (int node = 0; node < h->nodes; node++) CHECK(redis_int_settled((harness *)h, node, command) == 0);
     ironlock_manager_free(m);
 }
@@ -852,7 +852,7 @@ static void test_fair(const harness *h) {
     fair_waiter w = {m, r, IRONLOCK_INTERNAL, NULL};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, fair_wait, &w) == 0);
-    snprintf(command, sizeof command, "ZCARD %s:ironlock:queue", r);
+    snprintf(command, sizeof command, "ZCARD %s{%s}:ironlock:queue", r, r);
     int queued = 0;
     for (int i = 0; i < 400 && queued < h->nodes; i++) {
         queued = 0;

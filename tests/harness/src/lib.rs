@@ -8,7 +8,9 @@ mod redis_cluster;
 mod sentinel;
 
 pub use pki::make_test_pki;
-pub use redis_cluster::RedisCluster;
+pub use redis_cluster::{
+    RedisCluster, failover as cluster_failover, master_of_slot as cluster_master_of_slot,
+};
 pub use sentinel::{
     SentinelGroup, failover as sentinel_failover, master_port as sentinel_master_port,
 };

@@ -3,13 +3,17 @@
 //! ```text
 //! ironlock-harness [--nodes N] [-- EXTRA REDIS-SERVER ARGS...]
 //! ironlock-harness --sentinel REPLICAS,SENTINELS
+//! ironlock-harness --cluster MASTERS,REPLICAS
 //! ironlock-harness --pki DIR
 //! ```
 //! `--sentinel R,S` starts a master with R replicas under S sentinels instead (the nodes are the
 //! data nodes, node 0 the first master); the first line then also has `"sentinel_url"`, and the
 //! command `master` answers the index of the node the sentinels name as master now, and
 //! `failover` runs `SENTINEL FAILOVER`, waits until the old master is a replica of the new one,
-//! and answers the new master's index.
+//! and answers the new master's index. `--cluster M,R` forms a Redis Cluster of M masters with
+//! R replicas each (the nodes are all of its processes); the first line then also has
+//! `"cluster_url"`, and `failover-slot SLOT` fails over the shard serving SLOT (`CLUSTER
+//! FAILOVER` on a replica) and answers the new master's index.
 //! `--pki DIR` writes a throw-away PKI for TLS tests into DIR (`make_test_pki`: ca.pem,
 //! server.pem/key, client.pem/key, other-ca.pem), prints `ok` and exits.
 //! Prints one JSON line `{"ports":[...],"urls":[...],"pids":[...]}` once every node answers
@@ -22,7 +26,7 @@
 
 use std::io::{BufRead, Write};
 
-use ironlock_harness::{Cluster, SentinelGroup};
+use ironlock_harness::{Cluster, RedisCluster, SentinelGroup};
 
 fn pids_json(c: &Cluster) -> String {
     let pids: Vec<String> = c
@@ -38,6 +42,7 @@ fn main() {
     let mut n = 3usize;
     let mut extra: Vec<String> = Vec::new();
     let mut sentinel: Option<(usize, usize)> = None;
+    let mut redis_cluster: Option<(usize, usize)> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--nodes" | "-n" => match args.next().and_then(|v| v.parse().ok()) {
@@ -62,6 +67,16 @@ fn main() {
                     _ => usage("--sentinel needs REPLICAS,SENTINELS (e.g. 1,3)"),
                 }
             }
+            "--cluster" => {
+                let spec = args.next().unwrap_or_default();
+                let parsed = spec
+                    .split_once(',')
+                    .and_then(|(m, r)| Some((m.parse().ok()?, r.parse().ok()?)));
+                match parsed {
+                    Some((m, r)) if (3..=5).contains(&m) && r <= 2 => redis_cluster = Some((m, r)),
+                    _ => usage("--cluster needs MASTERS,REPLICAS (3 to 5 masters, e.g. 3,1)"),
+                }
+            }
             "--" => extra.extend(args.by_ref()),
             "-h" | "--help" => {
                 println!("usage: ironlock-harness [--nodes N] [-- EXTRA REDIS-SERVER ARGS...]");
@@ -71,9 +86,14 @@ fn main() {
         }
     }
     let extra_refs: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let started = match sentinel {
-        Some((r, s)) => SentinelGroup::start(r, s).map(|g| (None, Some(g))),
-        None => Cluster::start_with(n, &extra_refs).map(|c| (Some(c), None)),
+    let mut formed: Option<RedisCluster> = None;
+    let started = match (sentinel, redis_cluster) {
+        (Some((r, s)), _) => SentinelGroup::start(r, s).map(|g| (None, Some(g))),
+        (None, Some((m, r))) => RedisCluster::start(m, r).map(|c| {
+            formed = Some(c);
+            (None, None)
+        }),
+        (None, None) => Cluster::start_with(n, &extra_refs).map(|c| (Some(c), None)),
     };
     let (mut plain, mut group) = match started {
         Ok(both) => both,
@@ -85,12 +105,19 @@ fn main() {
     let sentinel_url = group
         .as_ref()
         .map(|g| format!(",\"sentinel_url\":\"{}\"", g.url()))
+        .or_else(|| {
+            formed
+                .as_ref()
+                .map(|c| format!(",\"cluster_url\":\"{}\"", c.url()))
+        })
         .unwrap_or_default();
     let watch = group.as_ref().map(|g| (g.sentinel_ports(), g.name.clone()));
-    let cluster: &mut Cluster = match (&mut plain, &mut group) {
-        (Some(c), _) => c,
-        (None, Some(g)) => &mut g.data,
-        (None, None) => unreachable!("one of the two was started"),
+    let formed_cluster = formed.is_some();
+    let cluster: &mut Cluster = match (&mut plain, &mut group, &mut formed) {
+        (Some(c), _, _) => c,
+        (None, Some(g), _) => &mut g.data,
+        (None, None, Some(f)) => &mut f.nodes,
+        (None, None, None) => unreachable!("one of the three was started"),
     };
     let ports: Vec<String> = cluster
         .nodes()
@@ -140,6 +167,13 @@ fn main() {
                 }
                 None => Err("not started with --sentinel".to_owned()),
             },
+            ("failover-slot", Some(slot)) if formed_cluster => {
+                let slot = u16::try_from(slot).unwrap_or(u16::MAX);
+                ironlock_harness::cluster_master_of_slot(cluster, slot)
+                    .ok_or_else(|| format!("no master serves slot {slot}"))
+                    .and_then(|m| ironlock_harness::cluster_failover(cluster, m))
+                    .map(|i| Some(i.to_string()))
+            }
             ("", _) => continue,
             _ => Err(format!("unknown command {line:?}")),
         };

@@ -95,68 +95,85 @@ impl RedisCluster {
 
     /// `role` of node `i` from `INFO replication` (`master` / `slave`), if it answers.
     pub fn role(&self, i: usize) -> Option<String> {
-        let port = self.nodes.nodes().get(i)?.port();
-        let raw = raw_command(port, &["INFO", "replication"]).ok()?;
-        bulk(&raw)
-            .split("\r\n")
-            .find_map(|l| l.strip_prefix("role:").map(str::to_owned))
+        role(&self.nodes, i)
     }
 
-    /// The index of the node serving `slot` as master, from node `via`'s view.
+    /// The index of the node serving `slot` as master.
     pub fn master_of_slot(&self, slot: u16) -> Option<usize> {
-        let nodes = &self.nodes;
-        for via in 0..nodes.len() {
-            let Ok(raw) = raw_command(nodes.nodes()[via].port(), &["CLUSTER", "NODES"]) else {
-                continue;
-            };
-            for line in bulk(&raw).lines() {
-                let f: Vec<&str> = line.split(' ').collect();
-                if f.len() < 9 || !f[2].contains("master") || f[2].contains("fail") {
-                    continue;
-                }
-                let serves = f[8..].iter().any(|r| match r.split_once('-') {
-                    Some((a, b)) => {
-                        a.parse::<u16>().is_ok_and(|a| a <= slot)
-                            && b.parse::<u16>().is_ok_and(|b| slot <= b)
-                    }
-                    None => r.parse::<u16>().is_ok_and(|s| s == slot),
-                });
-                if serves {
-                    let port: u16 = f[1].split(['@', ':']).nth(1)?.parse().ok()?;
-                    return nodes.nodes().iter().position(|x| x.port() == port);
-                }
-            }
-        }
-        None
+        master_of_slot(&self.nodes, slot)
     }
 
     /// A replica of the master at index `master`.
     pub fn replica_of(&self, master: usize) -> Option<usize> {
-        let mport = self.nodes.nodes().get(master)?.port();
-        (0..self.nodes.len()).find(|&i| {
-            let port = self.nodes.nodes()[i].port();
-            raw_command(port, &["INFO", "replication"]).is_ok_and(|r| {
-                let r = bulk(&r);
-                r.contains("role:slave") && r.contains(&format!("master_port:{mport}"))
-            })
-        })
+        replica_of(&self.nodes, master)
     }
 
     /// `CLUSTER FAILOVER` on a replica of the master at index `master`: waits until that
     /// replica is a master and the old one a replica; returns the new master's index.
     pub fn failover(&self, master: usize) -> Result<usize, String> {
-        let r = self
-            .replica_of(master)
-            .ok_or_else(|| format!("node {master} has no replica"))?;
-        let port = self.nodes.nodes()[r].port();
-        let reply = raw_command(port, &["CLUSTER", "FAILOVER"])?;
-        if !reply.starts_with("+OK") {
-            return Err(format!("CLUSTER FAILOVER: {}", reply.trim()));
-        }
-        wait(Duration::from_secs(30), "the replica promoted", || {
-            self.role(r).as_deref() == Some("master")
-                && self.role(master).as_deref() == Some("slave")
-        })?;
-        Ok(r)
+        failover(&self.nodes, master)
     }
+}
+
+/// [`RedisCluster::role`] over the cluster's processes.
+pub fn role(nodes: &Cluster, i: usize) -> Option<String> {
+    let port = nodes.nodes().get(i)?.port();
+    let raw = raw_command(port, &["INFO", "replication"]).ok()?;
+    bulk(&raw)
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix("role:").map(str::to_owned))
+}
+
+/// [`RedisCluster::master_of_slot`] over the cluster's processes.
+pub fn master_of_slot(nodes: &Cluster, slot: u16) -> Option<usize> {
+    for via in 0..nodes.len() {
+        let Ok(raw) = raw_command(nodes.nodes()[via].port(), &["CLUSTER", "NODES"]) else {
+            continue;
+        };
+        for line in bulk(&raw).lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            if f.len() < 9 || !f[2].contains("master") || f[2].contains("fail") {
+                continue;
+            }
+            let serves = f[8..].iter().any(|r| match r.split_once('-') {
+                Some((a, b)) => {
+                    a.parse::<u16>().is_ok_and(|a| a <= slot)
+                        && b.parse::<u16>().is_ok_and(|b| slot <= b)
+                }
+                None => r.parse::<u16>().is_ok_and(|s| s == slot),
+            });
+            if serves {
+                let port: u16 = f[1].split(['@', ':']).nth(1)?.parse().ok()?;
+                return nodes.nodes().iter().position(|x| x.port() == port);
+            }
+        }
+    }
+    None
+}
+
+/// [`RedisCluster::replica_of`] over the cluster's processes.
+pub fn replica_of(nodes: &Cluster, master: usize) -> Option<usize> {
+    let mport = nodes.nodes().get(master)?.port();
+    (0..nodes.len()).find(|&i| {
+        let port = nodes.nodes()[i].port();
+        raw_command(port, &["INFO", "replication"]).is_ok_and(|r| {
+            let r = bulk(&r);
+            r.contains("role:slave") && r.contains(&format!("master_port:{mport}"))
+        })
+    })
+}
+
+/// [`RedisCluster::failover`] over the cluster's processes.
+pub fn failover(nodes: &Cluster, master: usize) -> Result<usize, String> {
+    let r = replica_of(nodes, master).ok_or_else(|| format!("node {master} has no replica"))?;
+    let port = nodes.nodes()[r].port();
+    let reply = raw_command(port, &["CLUSTER", "FAILOVER"])?;
+    if !reply.starts_with("+OK") {
+        return Err(format!("CLUSTER FAILOVER: {}", reply.trim()));
+    }
+    wait(Duration::from_secs(30), "the replica promoted", || {
+        role(nodes, r).as_deref() == Some("master")
+            && role(nodes, master).as_deref() == Some("slave")
+    })?;
+    Ok(r)
 }
