@@ -163,9 +163,15 @@ impl Report {
                 .error
                 .as_deref()
                 .unwrap_or("in restart quarantine");
-            let why = why.strip_prefix("in restart quarantine: ").unwrap_or(why);
+            // "in restart quarantine: …" or "in failover quarantine: …" names the state; any
+            // other reason (the same server as another node) is said as it is.
+            let (state, why) = ["in restart quarantine", "in failover quarantine"]
+                .iter()
+                .find_map(|s| Some((*s, why.strip_prefix(s)?.strip_prefix(": ")?)))
+                .unwrap_or(("not counted", why));
+            let verb = if others.len() == 1 { "is" } else { "are" };
             parts.push(format!(
-                "{} of {n} nodes are in restart quarantine ({why})",
+                "{} of {n} nodes {verb} {state} ({why})",
                 others.len()
             ));
         } else {

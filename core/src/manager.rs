@@ -239,23 +239,30 @@ async fn connect_until_quorum(cluster: &Arc<Cluster>) -> Result<()> {
     if connected >= cluster.quorum {
         return Ok(());
     }
-    let unresolvable: Vec<String> = cluster
+    // Nodes that will not come back by themselves: a host name that does not resolve, or
+    // credentials the server refuses.
+    let unusable: Vec<String> = cluster
         .nodes
         .iter()
         .enumerate()
-        .filter(|(_, n)| n.unresolvable())
+        .filter(|(_, n)| n.unresolvable() || n.auth_refused())
         .map(|(i, n)| {
             let why = n.status().last_error.unwrap_or_default();
             format!("nodes[{i}] {}: {why}", n.display)
         })
         .collect();
-    if cluster.nodes.len() - unresolvable.len() < cluster.quorum {
+    if cluster.nodes.len() - unusable.len() < cluster.quorum {
+        let what = if cluster.nodes.iter().any(|n| n.auth_refused()) {
+            "nodes refuse the user name or password or have host names that do not resolve"
+        } else {
+            "node host names do not resolve"
+        };
         return Err(Error::new(
             ErrorKind::Connection,
             format!(
-                "{} ({} of {} node host names do not resolve, so no quorum of {} can form)",
-                unresolvable.join("; "),
-                unresolvable.len(),
+                "{} ({} of {} {what}, so no quorum of {} can form)",
+                unusable.join("; "),
+                unusable.len(),
                 cluster.nodes.len(),
                 cluster.quorum,
             ),

@@ -149,6 +149,8 @@ pub(crate) struct Node {
     reconnecting: AtomicBool,
     /// The last attempt found that the host name does not resolve.
     unresolvable: AtomicBool,
+    /// The last attempt was refused the credentials.
+    auth_refused: AtomicBool,
     /// The server takes `SET … NX … GET` (read at connection; a lock-free read per request).
     set_nx_get: AtomicBool,
     /// Which lifetime of the node's data the connection sees: bumped when a (re)connection finds
@@ -348,6 +350,7 @@ impl Node {
             }),
             reconnecting: AtomicBool::new(false),
             unresolvable: AtomicBool::new(false),
+            auth_refused: AtomicBool::new(false),
             set_nx_get: AtomicBool::new(false),
             data_epoch: AtomicU64::new(0),
             inflight: settings.inflight.clone(),
@@ -426,6 +429,28 @@ impl Node {
     /// True when the last connection attempt failed because the host name did not resolve.
     pub(crate) fn unresolvable(&self) -> bool {
         self.unresolvable.load(Ordering::Acquire)
+    }
+
+    /// True when the last connection attempt was refused the user name or password: retrying
+    /// will not help until someone fixes them.
+    pub(crate) fn auth_refused(&self) -> bool {
+        self.auth_refused.load(Ordering::Acquire)
+    }
+
+    /// A failed connection attempt as the report says it: the server's refusal of the
+    /// credentials in plain words (and remembered), a TLS hint where one fits.
+    fn connect_error(&self, e: &redis::RedisError) -> String {
+        let refused = e.kind() == redis::ErrorKind::AuthenticationFailed
+            || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"));
+        self.auth_refused.store(refused, Ordering::Release);
+        if refused {
+            return format!(
+                "authentication failed: the server refused the user name or password (WRONGPASS; {})",
+                self.scrub(&e.to_string())
+            );
+        }
+        let tls = self.display.starts_with("rediss");
+        with_tls_hint(self.scrub(&e.to_string()), tls)
     }
 
     /// Restart detection without `INFO`: the age of the node's data from the epoch key (see
@@ -632,10 +657,7 @@ impl Node {
             .client()
             .get_multiplexed_async_connection_with_config(&config)
             .await
-            .map_err(|e| {
-                let tls = self.display.starts_with("rediss://");
-                with_tls_hint(self.scrub(&e.to_string()), tls)
-            })?;
+            .map_err(|e| self.connect_error(&e))?;
         // Read uptime after connecting: a node that restarted lost its keys and must stay out of
         // the quorum until every lock it might have held has expired (seeds: delayed restarts).
         let mut ask = redis::pipe();

@@ -71,6 +71,11 @@ async fn a_promoted_replica_does_not_count_until_the_old_masters_locks_expired()
         why.contains("failover quarantine") && why.contains("promoted from a replica"),
         "{why}"
     );
+    assert!(
+        e.message()
+            .contains("1 of 1 nodes is in failover quarantine (this master was promoted"),
+        "{e}"
+    );
 
     // A second client, later, reads the same date from the node: its wait is shorter, not reset.
     tokio::time::sleep(SEC).await;

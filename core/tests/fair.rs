@@ -19,7 +19,7 @@ fn fair_wait(wait: Duration) -> AcquireOptions {
 /// The number of live entries in `key`'s queue on node `i`.
 fn queued(c: &Cluster, i: usize, key: &str) -> usize {
     let reply = c
-        .command(i, &["ZCARD", &ironlock::scripts::queue_key(&key)])
+        .command(i, &["ZCARD", &ironlock::scripts::queue_key(key)])
         .unwrap();
     reply.trim().trim_start_matches(':').parse().unwrap()
 }
@@ -92,8 +92,8 @@ async fn no_queue_left(c: &Cluster, n: usize, key: &str) {
             i,
             &[
                 "EXISTS",
-                &ironlock::scripts::queue_key(&key),
-                &ironlock::scripts::beats_key(&key),
+                &ironlock::scripts::queue_key(key),
+                &ironlock::scripts::beats_key(key),
             ],
         )
         .unwrap()
@@ -165,10 +165,10 @@ fn seat_ghost(c: &Cluster, name: &str, expiry: u64) {
     for i in 0..3 {
         c.command(
             i,
-            &["ZADD", &ironlock::scripts::queue_key(&name), "1", "ghost"],
+            &["ZADD", &ironlock::scripts::queue_key(name), "1", "ghost"],
         )
         .unwrap();
-        let beats = ironlock::scripts::beats_key(&name);
+        let beats = ironlock::scripts::beats_key(name);
         c.command(i, &["ZADD", &beats, &expiry.to_string(), "ghost"])
             .unwrap();
     }
