@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
@@ -546,6 +546,73 @@ def nem_failover_sentinel(ctx: Ctx) -> None:
             return
 
 
+def cluster_roles(h: Harness, slot: int) -> Tuple[Optional[int], Optional[int]]:
+    """The indexes of the master serving `slot` and of one of its live replicas, as the first
+    node that answers sees them (`CLUSTER NODES`)."""
+    for port in h.ports:
+        try:
+            text = as_text(ask(port, "CLUSTER", "NODES"))
+        except OSError:
+            continue
+        rows = [line.split() for line in text.splitlines() if line.strip()]
+        index = {r[0]: h.ports.index(int(r[1].split("@")[0].rsplit(":", 1)[1])) for r in rows}
+        for r in rows:
+            if "master" not in r[2] or "fail" in r[2]:
+                continue
+            for rng in r[8:]:
+                lo, _, hi = rng.partition("-")
+                if lo.isdigit() and int(lo) <= slot <= int(hi or lo):
+                    replica = next((index[x[0]] for x in rows
+                                    if x[3] == r[0] and "fail" not in x[2]), None)
+                    return index[r[0]], replica
+        return None, None
+    return None, None
+
+
+def nem_failover_cluster(ctx: Ctx) -> None:
+    """One voter that is a Redis Cluster (three shards, a replica each). Repeatedly, on the
+    shard that serves the resource: its replication stream is cut, a new grant lands on its
+    master only, the master is killed and the cluster promotes the replica on its own; the old
+    master comes back empty and rejoins as a replica. Calm past the quarantine between."""
+    slot = next(int(ask(p, "CLUSTER", "KEYSLOT", ctx.resource)) for p in ctx.h.ports)
+    if not ctx.sleep(1.0):
+        return
+    while True:
+        m, r = cluster_roles(ctx.h, slot)
+        if m is None or r is None or not ctx.fw.ok:
+            raise RuntimeError("no master and replica for the resource's slot (or no iptables)")
+        link = replication_port(ctx.h, m)
+        if link is None:
+            raise RuntimeError("no replication connection to cut")
+        ctx.fw.cut(ctx.h.ports[m], link)
+        try:
+            before = ask(ctx.h.ports[m], "GET", ctx.resource)
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                if not ctx.sleep(0.01):
+                    return
+                now = ask(ctx.h.ports[m], "GET", ctx.resource)
+                if now is not None and now != before:
+                    break
+            if not ctx.sleep(0.1):
+                return
+            ctx.h.send("kill %d" % m)
+        finally:
+            ctx.fw.uncut(ctx.h.ports[m], link)
+        deadline = time.monotonic() + 20.0
+        while cluster_roles(ctx.h, slot)[0] != r:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not promote the replica within 20 s")
+            time.sleep(0.05)
+        ctx.count("failovers")
+        ctx.h.send("start %d" % m)
+        deadline = time.monotonic() + 15.0
+        while not replica_link_up(ctx.h, m) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not ctx.sleep(ctx.quarantine_s + 0.5):
+            return
+
+
 def nem_node_sigstop(ctx: Ctx) -> None:
     """One node at a time SIGSTOPped for 2.5 s (longer than the 1 s ttl), then resumed."""
     n = len(ctx.h.ports)
@@ -705,6 +772,8 @@ FAILOVER = dict(RESTART, topology="endpoint", nodes=2, langs=("py", "node") * 2,
 # the control to bite, so the ttl is 5 s (quarantine 6.05 s).
 SENTINEL = dict(topology="sentinel", nodes=1, langs=("py", "node") * 2, ttl_ms=5000,
                 hold_ms=4500, max_ttl_ms=5000, seconds=30.0)
+# A cluster promotes a replica 1-2 s after its master dies (cluster-node-timeout 1 s).
+CLUSTER = dict(SENTINEL, topology="cluster", seconds=40.0)
 
 
 def scenarios() -> List[Scenario]:
@@ -760,6 +829,13 @@ def scenarios() -> List[Scenario]:
         Scenario("failover-sentinel-3", nem_failover_sentinel, "safe",
                  SAFE + " (N = 3 Sentinel voters, two failed over at once; Python, C and Node "
                  "workers)", **{**SENTINEL, "nodes": 3, "langs": mixed}),
+        Scenario("failover-cluster", nem_failover_cluster, "safe",
+                 SAFE + " (N = 1 Redis Cluster voter, 3 shards with a replica each: the "
+                 "resource's shard master killed after its replication was cut; the cluster "
+                 "promotes the replica; 2 Python + 2 Node workers)", **CLUSTER),
+        Scenario("failover-cluster", nem_failover_cluster, "must_fail",
+                 "quarantine off: strict violations > 0 (the suite can fail)", quarantine=False,
+                 **CLUSTER),
         Scenario("node-sigstop", nem_node_sigstop, "safe", SAFE, hold_ms=300),
         Scenario("node-stall", nem_stall, "safe", SAFE, hold_ms=300, debug=True),
         Scenario("flaky-partitions", nem_flaky, "safe", SAFE, nodes=5, hold_ms=200),
@@ -910,7 +986,10 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
     log("scenario %s: %d nodes, %d workers, ttl %d ms, hold %d ms, %.0f s"
         % (label, sc.nodes, len(sc.langs), sc.ttl_ms, sc.hold_ms, dur))
     voters: List[Harness] = []
-    if sc.topology == "sentinel":
+    if sc.topology == "cluster":
+        h = Harness(0, (), env, cluster="3,1")
+        urls = [h.cluster_url or ""]
+    elif sc.topology == "sentinel":
         voters = [Harness(0, (), env, sentinel="1,3") for _ in range(sc.nodes)]
         h = voters[0]
         urls = [v.sentinel_url or "" for v in voters]

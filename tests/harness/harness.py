@@ -73,11 +73,14 @@ class Harness:
     """An ironlock-harness process: N redis-server nodes driven over its stdin protocol."""
 
     def __init__(self, n: int, extra: Sequence[str] = (), env: Optional[Dict[str, str]] = None,
-                 sentinel: Optional[str] = None):
-        """`sentinel="R,S"`: a master with R replicas under S sentinels instead of n masters."""
+                 sentinel: Optional[str] = None, cluster: Optional[str] = None):
+        """`sentinel="R,S"`: a master with R replicas under S sentinels instead of n masters;
+        `cluster="M,R"`: a Redis Cluster of M masters with R replicas each."""
         args = [HARNESS, "--nodes", str(n)]
         if sentinel:
             args = [HARNESS, "--sentinel", sentinel]
+        if cluster:
+            args = [HARNESS, "--cluster", cluster]
         if extra:
             args += ["--", *extra]
         self.p = subprocess.Popen(
@@ -89,6 +92,7 @@ class Harness:
         self.ports: List[int] = info["ports"]
         self.urls: List[str] = info["urls"]
         self.sentinel_url: Optional[str] = info.get("sentinel_url")
+        self.cluster_url: Optional[str] = info.get("cluster_url")
         self.lock = threading.Lock()
 
     def _readline(self, timeout: float) -> str:
