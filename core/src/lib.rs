@@ -63,6 +63,7 @@ pub use node::NodeStatus;
 pub use quorum::{classify, quorum, semaphore_quorum, validity};
 pub use settings::{
     SETTINGS, Setting, SettingKind, SettingValue, TLS_SETTINGS, camel_case, respell, setting,
+    suggest,
 };
 pub use stats::{LATENCY_BUCKETS, Latency, Stats};
 pub use token::new_token;

@@ -118,6 +118,82 @@ fn replace_word(text: &str, word: &str, by: &str) -> String {
     out
 }
 
+/// Other Redlock libraries' names for ironlock's arguments (pottery's `masters`, aioredlock's
+/// `redis_connections`, redlock-py's `connection_list`, …), compared as [`suggest`] compares.
+const OTHER_NAMES: &[(&str, &str)] = &[
+    ("masters", "nodes"),
+    ("connection_list", "nodes"),
+    ("connections", "nodes"),
+    ("redis_connections", "nodes"),
+    ("servers", "nodes"),
+    ("hosts", "nodes"),
+    ("clients", "nodes"),
+    ("urls", "nodes"),
+    ("retries", "retry_count"),
+    ("retry_times", "retry_count"),
+    ("max_retries", "retry_count"),
+    ("prefix", "key_prefix"),
+    ("clock_drift_factor", "drift_factor"),
+    ("auto_extension_threshold", "extension_threshold"),
+    ("automatic_extension_threshold", "extension_threshold"),
+];
+
+/// The name among `known` that the unknown name `given` most likely meant, for "unknown
+/// argument" messages: another Redlock library's name for it (`masters` → `nodes`), the same
+/// name in another case (`retry_count` ↔ `retryCount`, `maxTTL`), or one at most a couple of
+/// typing slips away (`node_timout`). Names are compared without case and `_`/`-`; `known`
+/// is in the caller's own spelling, and the answer is one of its items.
+pub fn suggest<'a>(given: &str, known: &[&'a str]) -> Option<&'a str> {
+    fn folded(s: &str) -> String {
+        s.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .flat_map(char::to_lowercase)
+            .collect()
+    }
+    let want = folded(given);
+    if want.is_empty() {
+        return None;
+    }
+    let find = |target: &str| known.iter().copied().find(|k| folded(k) == target);
+    if let Some(k) = find(&want) {
+        return Some(k);
+    }
+    if let Some((_, to)) = OTHER_NAMES.iter().find(|(from, _)| folded(from) == want) {
+        if let Some(k) = find(&folded(to)) {
+            return Some(k);
+        }
+    }
+    // Close in spelling: an edit distance of at most a third of the name (and at most 3).
+    let limit = (want.chars().count() / 3).clamp(1, 3);
+    known
+        .iter()
+        .copied()
+        .map(|k| (edit_distance(&want, &folded(k)), k))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance, counting a swap of two neighbours as one edit.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // rows[i][j]: distance between a[..i] and b[..j]; only the last three rows are needed.
+    let mut before: Vec<usize> = Vec::new();
+    let mut last: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut row = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (last[j] + 1).min(row[j - 1] + 1).min(last[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(before[j - 2] + 1);
+            }
+        }
+        before = std::mem::replace(&mut last, row);
+    }
+    last[b.len()]
+}
+
 /// A snake_case setting name in camelCase (`tls_ca_cert` → `tlsCaCert`), as Node spells it.
 pub fn camel_case(snake: &str) -> String {
     let mut out = String::with_capacity(snake.len());
@@ -390,6 +466,32 @@ mod tests {
             "{e}"
         );
         assert_eq!(setting("maxExtensions").unwrap().name, "max_extensions");
+    }
+
+    #[test]
+    fn suggest_names_what_an_unknown_argument_most_likely_meant() {
+        let py = [
+            "nodes",
+            "retry_count",
+            "node_timeout",
+            "max_ttl",
+            "key_prefix",
+        ];
+        assert_eq!(suggest("masters", &py), Some("nodes"));
+        assert_eq!(suggest("retryCount", &py), Some("retry_count"));
+        assert_eq!(suggest("node_timout", &py), Some("node_timeout"));
+        assert_eq!(suggest("maxTTL", &py), Some("max_ttl"));
+        assert_eq!(suggest("prefix", &py), Some("key_prefix"));
+        assert_eq!(suggest("colour", &py), None);
+        assert_eq!(suggest("", &py), None);
+        let js = ["retryCount", "maxTtl", "extensionThreshold"];
+        assert_eq!(suggest("retry_count", &js), Some("retryCount"));
+        assert_eq!(suggest("retries", &js), Some("retryCount"));
+        assert_eq!(suggest("maxTlt", &js), Some("maxTtl"));
+        // `masters` means the nodes, which this list does not hold: no guess.
+        assert_eq!(suggest("masters", &js), None);
+        assert_eq!(edit_distance("abcd", "abdc"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
     }
 
     #[test]
