@@ -19,7 +19,7 @@ nodes = os.environ.get(
 # IRONLOCK_QUARANTINE=off (its own convention: the library reads no such variable).
 manager = ironlock.LockManager(nodes, restart_quarantine=os.environ.get("IRONLOCK_QUARANTINE") != "off")
 
-# 1. A context manager: acquire (waiting up to 5 s), run, release.
+# 1. A context manager: acquire (waiting up to 5 s; without wait=, until acquired), run, release.
 with manager.lock("invoice:42", ttl=10.0, wait=5.0) as lock:
     print(f"holding {lock.resources} for {lock.remaining:.1f} more seconds")
 

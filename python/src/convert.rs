@@ -119,6 +119,13 @@ pub(crate) fn config(
     nodes: Option<&Bound<'_, PyAny>>,
     settings: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Config> {
+    // An unknown keyword is named before the nodes are looked for: `masters=[…]` (pottery's
+    // name) is a wrong name, not a missing node list.
+    if let Some(settings) = settings {
+        for key in settings.keys() {
+            known_keyword(&key.extract::<String>()?)?;
+        }
+    }
     let (urls, mut tls) = node_list(py, nodes)?;
     let mut c = Config::new(urls);
     if let Some(settings) = settings {
@@ -134,15 +141,33 @@ pub(crate) fn config(
     tls.apply(py, c)
 }
 
+/// A `TypeError` naming a keyword argument that is neither `nodes`, a setting nor a TLS name,
+/// with the name it most likely meant (`masters` → `nodes`, `retryCount` → `retry_count`).
+fn known_keyword(k: &str) -> PyResult<()> {
+    let mut known = vec!["nodes"];
+    known.extend(setting_names());
+    known.extend(TLS_NAMES);
+    if known[1..].contains(&k) {
+        return Ok(());
+    }
+    let hint = match ironlock::suggest(k, &known) {
+        Some(name) => format!(": did you mean {name}?"),
+        None => String::new(),
+    };
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "unexpected keyword argument {:?}{hint} (settings are: {}, {})",
+        ironlock::cut(k),
+        setting_names().join(", "),
+        TLS_NAMES.join(", ")
+    )))
+}
+
 /// One keyword setting, converted by its kind in the core's table and applied by name.
 fn setting(c: Config, k: &str, v: &Bound<'_, PyAny>) -> PyResult<Config> {
     let Some(row) = ironlock::SETTINGS.iter().find(|s| s.name == k) else {
-        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-            "unexpected keyword argument {:?} (settings are: {}, {})",
-            ironlock::cut(k),
-            setting_names().join(", "),
-            TLS_NAMES.join(", ")
-        )));
+        return Err(known_keyword(k).err().unwrap_or_else(|| {
+            pyo3::exceptions::PyTypeError::new_err(format!("{k}: not a setting"))
+        }));
     };
     let value = match row.kind {
         SettingKind::Count => SettingValue::Count(count(k, v)?.into()),

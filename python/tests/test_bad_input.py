@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import pickle
 from datetime import timedelta
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import pytest
 
@@ -128,6 +128,29 @@ def test_unknown_setting_is_a_type_error() -> None:
         ironlock.LockManager(["redis://127.0.0.1:1"], retry_cnt=3)
 
 
+@pytest.mark.parametrize("cls", [ironlock.LockManager, ironlock.AsyncLockManager])
+@pytest.mark.parametrize(
+    "given,meant",
+    [("masters", "nodes"), ("retryCount", "retry_count"), ("node_timout", "node_timeout"),
+     ("ssl_ca_cert", "ssl_ca_certs"), ("colour", None)],
+)
+def test_an_unknown_keyword_is_named_with_what_it_likely_meant(
+    cls: type, given: str, meant: Optional[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pottery spells the node list `masters`: the error names it, not a missing node list.
+    monkeypatch.delenv("IRONLOCK_NODES", raising=False)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    with pytest.raises(TypeError) as info:
+        cls(**{given: ["redis://127.0.0.1:1"]})
+    text = str(info.value)
+    assert f'unexpected keyword argument "{given}"' in text, text
+    assert "none given" not in text, text
+    if meant is None:
+        assert "did you mean" not in text, text
+    else:
+        assert f"did you mean {meant}?" in text, text
+
+
 def test_settings_accept_timedelta_and_every_spec_name(cluster3: Cluster, name: str) -> None:
     settings = dict(
         retry_count=2, retry_delay=timedelta(milliseconds=20), retry_jitter=0.01,
@@ -135,6 +158,8 @@ def test_settings_accept_timedelta_and_every_spec_name(cluster3: Cluster, name: 
         max_ttl=30, restart_quarantine=False, reseat=True, key_prefix="pfx:", min_validity=0.0,
         max_extensions=None, extension_threshold=timedelta(seconds=1), fair=False,
         queue_timeout=timedelta(milliseconds=500),
+        # Used by redis-sentinel:// voters only.
+        sentinel_username="ironlock", sentinel_password="unused",
     )
     assert sorted(settings) == sorted(ironlock._native.SETTINGS)
     m = ironlock.LockManager(cluster3.urls, **settings)

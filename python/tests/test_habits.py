@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import threading
 import time
@@ -48,6 +50,59 @@ def test_acquire_without_timeout_waits_until_acquired(manager: ironlock.LockMana
     assert manager.lock(name, ttl=5.0).acquire(timeout=0.4) is False
     assert 0.35 < time.monotonic() - started < 2.0
     holder.release()
+
+
+def test_with_waits_until_acquired_as_threading_lock(manager: ironlock.LockManager, name: str) -> None:
+    holder = manager.acquire(name, 10.0)
+    # Far longer than the manager's retry budget (10 rounds of ~20 ms): `with threading.Lock()`
+    # waits, and so does `with manager.lock(...)` without wait=.
+    threading.Timer(1.2, holder.release).start()
+    started = time.monotonic()
+    with manager.lock(name, ttl=5.0) as lock:
+        waited = time.monotonic() - started
+        assert lock.valid
+    assert 1.0 < waited < 5.0, waited
+    # An explicit wait= still bounds it.
+    holder = manager.acquire(name, 10.0)
+    started = time.monotonic()
+    with pytest.raises(ironlock.LockContendedError):
+        with manager.lock(name, ttl=5.0, wait=0.4):
+            pytest.fail("entered a lock held elsewhere")
+    assert 0.35 < time.monotonic() - started < 2.0
+    holder.release()
+
+
+def test_with_wait_is_interrupted_by_ctrl_c(manager: ironlock.LockManager, cluster3: Cluster, name: str) -> None:
+    holder = manager.acquire(name, 30.0)
+    threading.Timer(0.4, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with manager.lock(name, ttl=5.0):
+            pytest.fail("entered a lock held elsewhere")
+    assert time.monotonic() - started < 1.5
+    assert holder.release()
+    assert keys_left(cluster3, name) == 0
+
+
+def test_async_with_waits_until_acquired(cluster3: Cluster, name: str) -> None:
+    async def main() -> float:
+        manager = await ironlock.AsyncLockManager.connect(cluster3.urls, **FAST)
+        holder = await manager.acquire(name, 10.0)
+        asyncio.get_running_loop().call_later(1.2, lambda: asyncio.ensure_future(holder.release()))
+        started = time.monotonic()
+        async with manager.lock(name, ttl=5.0) as lock:
+            waited = time.monotonic() - started
+            assert lock.valid
+        holder = await manager.acquire(name, 10.0)
+        with pytest.raises(ironlock.LockContendedError):
+            async with manager.lock(name, ttl=5.0, wait=0.3):
+                pytest.fail("entered a lock held elsewhere")
+        await holder.release()
+        manager.close()
+        return waited
+
+    waited = asyncio.run(main())
+    assert 1.0 < waited < 5.0, waited
 
 
 def test_extend_adds_time_as_redis_py(manager: ironlock.LockManager, cluster3: Cluster, name: str) -> None:

@@ -40,6 +40,30 @@ def test_package_type_checks() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_ttl_and_wait_are_typed(tmp_path: Path) -> None:
+    # `ttl` takes seconds (int or float) or a timedelta; mypy flags anything else.
+    use = tmp_path / "use_ttl.py"
+    use.write_text(
+        "from datetime import timedelta\n"
+        "import ironlock\n"
+        "def f(m: ironlock.LockManager, a: ironlock.AsyncLockManager) -> None:\n"
+        "    m.lock('r', 10)\n"
+        "    m.lock('r', ttl=1.5, wait=timedelta(seconds=2))\n"
+        "    m.using('r', timedelta(seconds=10))\n"
+        "    a.lock('r', 10.0, wait=3)\n"
+        "    m.lock('r', ttl='10')\n"
+        "    a.using('r', ttl=None)\n"
+        "    m.lock('r', 10, wait='5')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(use)],
+        capture_output=True, text=True, timeout=300,
+    )
+    errors = [line for line in out.stdout.splitlines() if ": error:" in line]
+    assert [e.split(":")[1] for e in errors] == ["8", "9", "10"], out.stdout + out.stderr
+    assert 'Argument "ttl" to "lock" of "LockManager" has incompatible type "str"' in out.stdout
+
+
 def test_py_typed_and_version() -> None:
     pkg = Path(ironlock.__file__).parent
     assert (pkg / "py.typed").exists() and (pkg / "_native.pyi").exists()

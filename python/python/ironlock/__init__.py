@@ -29,7 +29,7 @@ import multiprocessing.util as _mp_util
 
 from ._native import AsyncLock, AsyncLostFlag, KeepAlive, Lock, LockBase, LostFlag
 from ._native import __version__, drain_requests as _drain_requests
-from ._sync import DistributedLock, LockManager, Resources, Semaphore
+from ._sync import DistributedLock, LockManager, Resources, Seconds, Semaphore
 from ._async import AsyncDistributedLock, AsyncLockManager, AsyncSemaphore
 from .exceptions import (
     ArgumentTypeError,
@@ -77,14 +77,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 def synchronize(
     manager: LockManager | AsyncLockManager,
     resources: Resources,
-    ttl: Any,
+    ttl: Seconds,
     *,
-    wait: Any = None,
+    wait: Optional[Seconds] = None,
     fencing: bool = False,
     fair: Optional[bool] = None,
 ) -> Callable[[F], F]:
     """Decorator: run the function while holding the lock, extended in the background
-    (``manager.using``). Sync functions need a ``LockManager``, ``async def`` functions an
+    (``manager.using``). Each call waits until the lock is acquired (up to ``wait`` seconds when
+    given). Sync functions need a ``LockManager``, ``async def`` functions an
     ``AsyncLockManager``; a call raises ``LockLostError`` if the lock was lost while it ran."""
 
     def decorate(fn: F) -> F:

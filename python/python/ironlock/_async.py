@@ -7,13 +7,15 @@ from types import TracebackType
 from typing import Any, Optional, Type
 
 from . import _native
-from ._sync import Resources, _LockSpec, _extended_ttl, _quorum_holds, _wait_for
+from ._sync import Resources, Seconds, _LockSpec, _extended_ttl, _quorum_holds, _wait_for
 from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
 
 
 class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
     """The asyncio twin of ``DistributedLock``: ``async with``, ``await acquire(...)``,
-    ``await release()``, ``await locked()``, ``owned()``."""
+    ``await release()``, ``await locked()``, ``owned()``. ``async with`` waits until the lock
+    is acquired (cancelling the task ends the wait, leaving no key behind), or up to the
+    ``wait=`` given to ``manager.lock()``."""
 
     async def _take(self, **how: Any) -> _native.AsyncLock:
         lock = await self._manager.acquire(
@@ -44,7 +46,7 @@ class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
         if not lock.released or lock.lost.is_set():
             await lock.finish()
 
-    async def extend(self, additional_time: Any, replace_ttl: bool = False) -> bool:
+    async def extend(self, additional_time: Seconds, replace_ttl: bool = False) -> bool:
         """As redis-py's ``Lock.extend`` (see ``DistributedLock.extend``)."""
         lock = self._lock
         if lock is None or lock.released:
@@ -63,7 +65,8 @@ class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
         return False
 
     async def __aenter__(self) -> _native.AsyncLock:
-        return await self._take(wait=self._wait)
+        # As `with threading.Lock()`: wait until acquired, unless `wait=` bounds it.
+        return await self._take(**_wait_for(True, -1, self._wait))
 
     async def __aexit__(
         self,
@@ -86,8 +89,8 @@ class AsyncSemaphore:
     permits (an ``AsyncLock``), released on exit (``LockLostError`` there if it was lost)."""
 
     def __init__(
-        self, manager: "AsyncLockManager", resource: str, limit: int, ttl: Any, *,
-        wait: Any = None, fencing: bool = False, fair: Optional[bool] = None,
+        self, manager: "AsyncLockManager", resource: str, limit: int, ttl: Seconds, *,
+        wait: Optional[Seconds] = None, fencing: bool = False, fair: Optional[bool] = None,
     ) -> None:
         self._manager, self._resource, self._limit, self._ttl = manager, resource, limit, ttl
         self._wait, self._fencing, self._fair = wait, fencing, fair
@@ -139,15 +142,16 @@ class AsyncLockManager(_native.AsyncLockManager):
         return manager
 
     def lock(
-        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False,
-        fair: Optional[bool] = None,
+        self, resources: Resources, ttl: Seconds, *, wait: Optional[Seconds] = None,
+        fencing: bool = False, fair: Optional[bool] = None,
     ) -> AsyncDistributedLock:
-        """Use as ``async with manager.lock("name", ttl=10) as lock:``."""
+        """Use as ``async with manager.lock("name", ttl=10) as lock:``; waits until acquired
+        (or up to ``wait=`` seconds), as ``LockManager.lock``."""
         return AsyncDistributedLock(self, resources, ttl, wait=wait, fencing=fencing, fair=fair)
 
     def using(
-        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False,
-        fair: Optional[bool] = None,
+        self, resources: Resources, ttl: Seconds, *, wait: Optional[Seconds] = None,
+        fencing: bool = False, fair: Optional[bool] = None,
     ) -> AsyncDistributedLock:
         """Like ``lock()``, with background auto-extension while held."""
         return AsyncDistributedLock(
@@ -155,8 +159,8 @@ class AsyncLockManager(_native.AsyncLockManager):
         )
 
     def semaphore(
-        self, resource: str, limit: int, ttl: Any, *, wait: Any = None, fencing: bool = False,
-        fair: Optional[bool] = None,
+        self, resource: str, limit: int, ttl: Seconds, *, wait: Optional[Seconds] = None,
+        fencing: bool = False, fair: Optional[bool] = None,
     ) -> AsyncSemaphore:
         """A counting semaphore: ``async with manager.semaphore("api", 3, ttl=10) as permit:``."""
         return AsyncSemaphore(self, resource, limit, ttl, wait=wait, fencing=fencing, fair=fair)

@@ -70,6 +70,8 @@ class LockManager(ManagerBase):
         ssl_certfile: Optional[str] = ...,
         ssl_keyfile: Optional[str] = ...,
         ssl_server_hostname: Optional[str] = ...,
+        sentinel_username: str = ...,
+        sentinel_password: str = ...,
     ) -> LockManager: ...
     def acquire(
         self,
@@ -121,6 +123,8 @@ class AsyncLockManager(ManagerBase):
         ssl_certfile: Optional[str] = ...,
         ssl_keyfile: Optional[str] = ...,
         ssl_server_hostname: Optional[str] = ...,
+        sentinel_username: str = ...,
+        sentinel_password: str = ...,
     ) -> AsyncLockManager: ...
     def acquire(
         self,

@@ -16,6 +16,8 @@ from .exceptions import (
 )
 
 Resources = Union[str, Sequence[str]]
+#: A duration: float seconds (an int too) or a ``datetime.timedelta``.
+Seconds = Union[float, timedelta]
 
 
 def _wait_for(blocking: bool, timeout: Optional[float], default: Any) -> Dict[str, Any]:
@@ -35,7 +37,7 @@ def _wait_for(blocking: bool, timeout: Optional[float], default: Any) -> Dict[st
     return {"wait": timeout}
 
 
-def _extended_ttl(lock: Any, additional_time: Any, replace_ttl: bool) -> float:
+def _extended_ttl(lock: Any, additional_time: Seconds, replace_ttl: bool) -> float:
     """redis-py's ``extend(additional_time, replace_ttl=False)``: the new ttl is the time left
     plus ``additional_time`` (seconds or a timedelta), or ``additional_time`` itself when
     ``replace_ttl``."""
@@ -61,9 +63,9 @@ class _LockSpec(Generic[M, L]):
         self,
         manager: M,
         resources: Resources,
-        ttl: Any,
+        ttl: Seconds,
         *,
-        wait: Any = None,
+        wait: Optional[Seconds] = None,
         fencing: bool = False,
         fair: Optional[bool] = None,
         auto_extend: bool = False,
@@ -105,10 +107,13 @@ def _quorum_holds(holders: List[Dict[str, Any]], quorum: int) -> bool:
 class DistributedLock(_LockSpec["LockManager", _native.Lock]):
     """A distributed lock shaped like ``threading.Lock`` (and redis-py's ``Lock``).
 
-    ``with`` acquires (waiting up to ``wait`` seconds, or the manager's retry settings when
-    ``wait`` is None) and releases; leaving the block raises ``LockLostError`` if the lock was
-    lost meanwhile. ``acquire(blocking=True, timeout=None) -> bool`` returns False instead of
-    raising when the lock is held elsewhere or no quorum answered. With ``auto_extend`` (what
+    ``with`` acquires and releases. Like ``with threading.Lock()`` it waits until the lock is
+    acquired (a release elsewhere wakes it at once; Ctrl-C interrupts the wait), or, when
+    ``manager.lock()`` was given ``wait=`` seconds, up to that long and then raises
+    ``LockContendedError`` (held elsewhere) or ``QuorumUnavailableError``. Leaving the block
+    raises ``LockLostError`` if the lock was lost meanwhile. ``acquire(blocking=True,
+    timeout=-1) -> bool`` waits the same way and returns False instead of raising when the
+    lock was not acquired in time. With ``auto_extend`` (what
     ``manager.using()`` returns) the lock is extended in the background while held, and
     ``lock.lost`` is set the moment it is lost.
 
@@ -116,7 +121,9 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
     the holder releases. It is not reentrant.
     """
 
-    def __init__(self, manager: "LockManager", resources: Resources, ttl: Any, **how: Any) -> None:
+    def __init__(
+        self, manager: "LockManager", resources: Resources, ttl: Seconds, **how: Any
+    ) -> None:
         super().__init__(manager, resources, ttl, **how)
         self._guard = threading.Lock()
 
@@ -158,7 +165,7 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
         if not lock.released or lock.lost.is_set():
             lock.finish()
 
-    def extend(self, additional_time: Any, replace_ttl: bool = False) -> bool:
+    def extend(self, additional_time: Seconds, replace_ttl: bool = False) -> bool:
         """As redis-py's ``Lock.extend``: adds ``additional_time`` seconds to the time left
         (``replace_ttl=True``: sets the ttl to it), on a quorum. Raises ``RuntimeError`` when
         not held, ``LockLostError`` when the lock was lost. Returns True."""
@@ -180,7 +187,8 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
         return any(_quorum_holds(self._manager.inspect(n), quorum) for n in self._names())
 
     def __enter__(self) -> _native.Lock:
-        return self._take(wait=self._wait)
+        # As `with threading.Lock()`: wait until acquired, unless `wait=` bounds it.
+        return self._take(**_wait_for(True, -1, self._wait))
 
     def __exit__(
         self,
@@ -207,8 +215,8 @@ class Semaphore:
     one per use, as with ``lock()``)."""
 
     def __init__(
-        self, manager: "LockManager", resource: str, limit: int, ttl: Any, *, wait: Any = None,
-        fencing: bool = False, fair: Optional[bool] = None,
+        self, manager: "LockManager", resource: str, limit: int, ttl: Seconds, *,
+        wait: Optional[Seconds] = None, fencing: bool = False, fair: Optional[bool] = None,
     ) -> None:
         self._manager, self._resource, self._limit, self._ttl = manager, resource, limit, ttl
         self._wait, self._fencing, self._fair = wait, fencing, fair
@@ -262,15 +270,20 @@ class LockManager(_native.LockManager):
     """
 
     def lock(
-        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False,
-        fair: Optional[bool] = None,
+        self, resources: Resources, ttl: Seconds, *, wait: Optional[Seconds] = None,
+        fencing: bool = False, fair: Optional[bool] = None,
     ) -> DistributedLock:
-        """A ``threading.Lock``-like object; use as ``with manager.lock("name", ttl=10):``."""
+        """A ``threading.Lock``-like object; use as ``with manager.lock("name", ttl=10):``.
+
+        ``ttl``: seconds (or a ``timedelta``) the lock is valid for once granted. ``with``
+        waits until the lock is acquired, as ``with threading.Lock()`` does (Ctrl-C interrupts
+        it); ``wait=`` seconds bounds the wait (then ``LockContendedError`` or
+        ``QuorumUnavailableError``)."""
         return DistributedLock(self, resources, ttl, wait=wait, fencing=fencing, fair=fair)
 
     def using(
-        self, resources: Resources, ttl: Any, *, wait: Any = None, fencing: bool = False,
-        fair: Optional[bool] = None,
+        self, resources: Resources, ttl: Seconds, *, wait: Optional[Seconds] = None,
+        fencing: bool = False, fair: Optional[bool] = None,
     ) -> DistributedLock:
         """Like ``lock()``, but the lock is extended in the background while held; its
         ``lost`` flag is set the moment it is lost, and leaving the block then raises
@@ -280,8 +293,8 @@ class LockManager(_native.LockManager):
         )
 
     def semaphore(
-        self, resource: str, limit: int, ttl: Any, *, wait: Any = None, fencing: bool = False,
-        fair: Optional[bool] = None,
+        self, resource: str, limit: int, ttl: Seconds, *, wait: Optional[Seconds] = None,
+        fencing: bool = False, fair: Optional[bool] = None,
     ) -> Semaphore:
         """A counting semaphore: ``with manager.semaphore("api", 3, ttl=10) as permit:``."""
         return Semaphore(self, resource, limit, ttl, wait=wait, fencing=fencing, fair=fair)
