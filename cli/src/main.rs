@@ -139,13 +139,20 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
     })
 }
 
-/// The core's setting names in its messages, as the command line spells them.
-const FLAG_WORDS: [(&str, &str); 5] = [
+/// The core's setting names in its messages, as the command line spells them ("max_ttl" →
+/// "--max-ttl"): every setting the command line has an option for, and `run`'s ttl (first, so
+/// that the `--ttl` it becomes is not respelled again, and `max_ttl` is one word).
+const FLAG_WORDS: [(&str, &str); 10] = [
+    ("ttl", "--ttl"),
     ("tls_ca_cert", "--cacert"),
     ("tls_client_cert", "--cert"),
     ("tls_client_key", "--key"),
     ("tls_server_name", "--sni"),
     ("restart_quarantine", "--no-restart-quarantine"),
+    ("max_ttl", "--max-ttl"),
+    ("node_timeout", "--node-timeout"),
+    ("connect_timeout", "--connect-timeout"),
+    ("key_prefix", "--key-prefix"),
 ];
 
 /// Prints `err` (human text, or a JSON `error` event) and returns its exit code.
@@ -157,7 +164,15 @@ fn fail(out: &Output, err: &Error, conflict: u8) -> u8 {
 fn fail_after(out: &Output, err: &Error, conflict: u8, context: &str) -> u8 {
     let code = exit::for_kind(err.kind(), conflict);
     let err = &err.clone().respelled(&FLAG_WORDS);
-    out.error(&format!("{context}{}", err.message()));
+    // `run -E 0`: held elsewhere is an expected outcome, not an error. As flock(1), skip
+    // silently (cron mails whatever is printed); `-v` still says why.
+    let skipped = err.kind() == ironlock::ErrorKind::Contended && code == 0;
+    let message = format!("{context}{}", err.message());
+    if skipped {
+        out.info(&message);
+    } else {
+        out.error(&message);
+    }
     if let Some(report) = err.report() {
         if err.kind() == ironlock::ErrorKind::Contended {
             out.info(&format!("{report}"));

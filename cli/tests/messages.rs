@@ -256,3 +256,88 @@ fn a_node_url_with_an_unusable_scheme_is_a_usage_error() {
         );
     }
 }
+
+#[test]
+fn settings_in_messages_are_spelled_as_the_command_line_spells_them() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--max-ttl", "0"], "ironlock: --max-ttl: must be positive"),
+        (
+            &["--node-timeout", "0"],
+            "ironlock: --node-timeout: must be positive",
+        ),
+        (
+            &["--connect-timeout", "0"],
+            "ironlock: --connect-timeout: must be positive",
+        ),
+        (
+            &["run", "--ttl", "120"],
+            "ironlock: --ttl: must be at most --max-ttl (60s)",
+        ),
+    ];
+    for (options, want) in cases {
+        // Not `ironlock()`: it gives --node-timeout already.
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ironlock"));
+        cmd.env_remove("IRONLOCK_NODES")
+            .env_remove("REDIS_URL")
+            .arg("--no-restart-quarantine");
+        for u in &urls {
+            cmd.arg("--node").arg(u);
+        }
+        cmd.args(options);
+        if options[0] != "run" {
+            cmd.arg("run");
+        }
+        let out = run(cmd.args(["-n", &unique("spell"), "--", "true"]), LIMIT);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 64, "{options:?}: {err}");
+        assert!(err.contains(want), "{options:?}: {err}");
+        for word in ["max_ttl", "node_timeout", "connect_timeout"] {
+            assert!(!err.contains(word), "{options:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn a_skip_with_conflict_exit_code_0_is_silent_as_flock() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let key = unique("cron");
+    let holder = hold(&urls, &[], &key, "exec sleep 20");
+    // The README's cron recipe: held elsewhere, exit 0, and nothing for cron to mail.
+    let out = run(
+        ironlock(&urls).args(["run", "-n", "-E", "0", &key, "--", "echo", "ran"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    assert_eq!(common::stdout(&out), "");
+    // -v still says why.
+    let out = run(
+        ironlock(&urls).args(["-v", "run", "-n", "-E", "0", &key, "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("did not grant"), "{}", stderr(&out));
+    // Any other exit code for a conflict keeps the message; so does no quorum with -E 0.
+    let out = run(
+        ironlock(&urls).args(["run", "-n", "-E", "3", &key, "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("did not grant"), "{}", stderr(&out));
+    let down = [
+        "redis://127.0.0.1:1".to_owned(),
+        "redis://127.0.0.1:2".to_owned(),
+    ];
+    let out = run(
+        ironlock(&down).args(["run", "-n", "-E", "0", &key, "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(!stderr(&out).is_empty());
+    signal(&holder.child, libc::SIGTERM);
+    let out = finish(holder.child, LIMIT);
+    assert_eq!(code(&out), 143, "{}", stderr(&out));
+}
