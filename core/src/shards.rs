@@ -19,7 +19,7 @@ use redis::{AsyncConnectionConfig, Cmd, Value};
 
 use crate::config::EffectiveTls;
 use crate::slot::{companion, key_slot};
-use crate::topology::{ServerInfo, build_client, parse_info};
+use crate::topology::{ServerInfo, addr_like, build_client, certificates, parse_info};
 
 /// Runs before every script on a cluster voter: the last argument is the replication ID the
 /// shard's master had when it was checked.
@@ -129,17 +129,8 @@ pub(crate) fn cluster_client(
     }
     if matches!(template.addr(), redis::ConnectionAddr::TcpTls { .. }) {
         b = b.tls(redis::TlsMode::Secure);
-        if tls.ca_cert.is_some() || tls.client.is_some() {
-            b = b.certs(redis::TlsCertificates {
-                client_tls: tls
-                    .client
-                    .clone()
-                    .map(|(cert, key)| redis::ClientTlsConfig {
-                        client_cert: cert,
-                        client_key: key,
-                    }),
-                root_cert: tls.ca_cert.clone(),
-            });
+        if let Some(certs) = certificates(tls) {
+            b = b.certs(certs);
         }
     }
     b.build().map_err(|e| e.to_string())
@@ -255,19 +246,7 @@ async fn check_master(
         .rsplit_once(':')
         .and_then(|(h, p)| Some((h.to_owned(), p.parse::<u16>().ok()?)))
         .ok_or_else(|| format!("unusable address {addr:?}"))?;
-    let node_addr = match check.template.addr() {
-        redis::ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => redis::ConnectionAddr::TcpTls {
-            host,
-            port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => redis::ConnectionAddr::Tcp(host, port),
-    };
+    let node_addr = addr_like(check.template, host, port);
     let client = build_client(check.tls, check.template.clone().set_addr(node_addr))?;
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(check.connect_timeout))

@@ -139,19 +139,7 @@ pub(crate) async fn find_master(
             errors.join("; ")
         ));
     };
-    let addr = match template.addr() {
-        redis::ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => redis::ConnectionAddr::TcpTls {
-            host: host.clone(),
-            port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => redis::ConnectionAddr::Tcp(host.clone(), port),
-    };
+    let addr = addr_like(template, host.clone(), port);
     let client = build_client(tls, template.clone().set_addr(addr))?;
     Ok((client, format!("{host}:{port}")))
 }
@@ -162,20 +150,46 @@ pub(crate) fn build_client(
     info: redis::ConnectionInfo,
 ) -> Result<redis::Client, String> {
     let uses_tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
-    if uses_tls && (tls.ca_cert.is_some() || tls.client.is_some()) {
-        let certs = redis::TlsCertificates {
-            client_tls: tls
-                .client
-                .clone()
-                .map(|(cert, key)| redis::ClientTlsConfig {
-                    client_cert: cert,
-                    client_key: key,
-                }),
-            root_cert: tls.ca_cert.clone(),
-        };
-        redis::Client::build_with_tls(info, certs).map_err(|e| format!("tls: {e}"))
-    } else {
-        redis::Client::open(info).map_err(|e| e.to_string())
+    match certificates(tls) {
+        Some(certs) if uses_tls => {
+            redis::Client::build_with_tls(info, certs).map_err(|e| format!("tls: {e}"))
+        }
+        _ => redis::Client::open(info).map_err(|e| e.to_string()),
+    }
+}
+
+/// The node's own CA and client certificate, when it has either.
+pub(crate) fn certificates(tls: &EffectiveTls) -> Option<redis::TlsCertificates> {
+    (tls.ca_cert.is_some() || tls.client.is_some()).then(|| redis::TlsCertificates {
+        client_tls: tls
+            .client
+            .clone()
+            .map(|(cert, key)| redis::ClientTlsConfig {
+                client_cert: cert,
+                client_key: key,
+            }),
+        root_cert: tls.ca_cert.clone(),
+    })
+}
+
+/// The address `host:port` over the connection `template`'s transport (TLS or not).
+pub(crate) fn addr_like(
+    template: &redis::ConnectionInfo,
+    host: String,
+    port: u16,
+) -> redis::ConnectionAddr {
+    match template.addr() {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => redis::ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(host, port),
     }
 }
 

@@ -440,6 +440,38 @@ def nem_isolate_then_restart(ctx: Ctx) -> None:
             return
 
 
+def kill_after_unreplicated_grant(ctx: Ctx, plan: List[Tuple[Harness, int]]) -> bool:
+    """For each (harness, master index): cuts the master's replication stream (iptables DROP of
+    its packets to the replica: the data stays in its send buffer and dies with it), waits until
+    a new grant of the resource has landed on every one of them (one token, at most 3 s), lets
+    the holder into its hold, and kills them all. False once the fault phase has ended."""
+    links = []
+    for h, m in plan:
+        link = replication_port(h, m)
+        if link is None or not ctx.fw.ok:
+            raise RuntimeError("no replication connection to cut (or no iptables)")
+        links.append((h.ports[m], link))
+    for port, link in links:
+        ctx.fw.cut(port, link)
+    try:
+        before = [ask(h.ports[m], "GET", ctx.resource) for h, m in plan]
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            if not ctx.sleep(0.01):
+                return False
+            now = [ask(h.ports[m], "GET", ctx.resource) for h, m in plan]
+            if all(x is not None and x != b for x, b in zip(now, before)) and len(set(now)) == 1:
+                break
+        if not ctx.sleep(0.1):
+            return False
+        for h, m in plan:
+            h.send("kill %d" % m)
+    finally:
+        for port, link in links:
+            ctx.fw.uncut(port, link)
+    return True
+
+
 def nem_failover_endpoint(ctx: Ctx) -> None:
     """A master and its replica behind one endpoint. Repeatedly: the replication stream is cut
     (iptables DROP of the master's packets to the replica), a new grant lands on the master only,
@@ -451,25 +483,8 @@ def nem_failover_endpoint(ctx: Ctx) -> None:
         return
     while True:
         m, r = ctx.master, 1 - ctx.master
-        link = replication_port(ctx.h, m)
-        if link is None or not ctx.fw.ok:
-            raise RuntimeError("no replication connection to cut (or no iptables)")
-        ctx.fw.cut(ctx.h.ports[m], link)
-        try:
-            before = ask(ctx.h.ports[m], "GET", ctx.resource)
-            deadline = time.monotonic() + 3.0
-            while time.monotonic() < deadline:
-                if not ctx.sleep(0.01):
-                    return
-                now = ask(ctx.h.ports[m], "GET", ctx.resource)
-                if now is not None and now != before:
-                    break
-            # A holder's key the replica never got; keep the holder inside its hold.
-            if not ctx.sleep(0.1):
-                return
-            ctx.h.send("kill %d" % m)
-        finally:
-            ctx.fw.uncut(ctx.h.ports[m], link)
+        if not kill_after_unreplicated_grant(ctx, [(ctx.h, m)]):
+            return
         ctx.h.send("cmd %d REPLICAOF NO ONE" % r)
         ctx.endpoint.point(ctx.h.ports[r])
         ctx.master = r
@@ -488,7 +503,7 @@ def nem_failover_sentinel(ctx: Ctx) -> None:
     one voter (N = 1) or two at once (N = 3, so that a majority of a holder's votes can vanish):
     the replication stream is cut, a new grant lands on the masters only, the masters are killed
     and the sentinels fail over on their own (down after 1 s); the old masters come back empty
-    and the sentinels make them replicas. 4 s calm between."""
+    and the sentinels make them replicas. Calm past the quarantine between."""
     n = len(ctx.voters)
     if not ctx.sleep(1.0):
         return
@@ -497,30 +512,10 @@ def nem_failover_sentinel(ctx: Ctx) -> None:
         plan = []
         for v in chosen:
             h = ctx.voters[v]
-            m = int(h.send("master"))
-            link = replication_port(h, m)
-            if link is None or not ctx.fw.ok:
-                raise RuntimeError("no replication connection to cut (or no iptables)")
-            plan.append((h, m, link))
-        for h, m, link in plan:
-            ctx.fw.cut(h.ports[m], link)
-        try:
-            before = [ask(h.ports[m], "GET", ctx.resource) for h, m, _ in plan]
-            deadline = time.monotonic() + 3.0
-            while time.monotonic() < deadline:
-                if not ctx.sleep(0.01):
-                    return
-                now = [ask(h.ports[m], "GET", ctx.resource) for h, m, _ in plan]
-                if all(x is not None and x != b for x, b in zip(now, before)) and len(set(now)) == 1:
-                    break
-            if not ctx.sleep(0.1):
-                return
-            for h, m, _ in plan:
-                h.send("kill %d" % m)
-        finally:
-            for h, m, link in plan:
-                ctx.fw.uncut(h.ports[m], link)
-        for h, m, _ in plan:
+            plan.append((h, int(h.send("master"))))
+        if not kill_after_unreplicated_grant(ctx, plan):
+            return
+        for h, m in plan:
             deadline = time.monotonic() + 20.0
             while time.monotonic() < deadline:
                 try:
@@ -537,7 +532,7 @@ def nem_failover_sentinel(ctx: Ctx) -> None:
             # check: it becomes a replica of the new one.
             new = int(h.send("master"))
             h.send("cmd %d REPLICAOF 127.0.0.1 %d" % (m, h.ports[new]))
-        for h, m, _ in plan:
+        for h, m in plan:
             deadline = time.monotonic() + 10.0
             while not replica_link_up(h, m) and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -581,24 +576,8 @@ def nem_failover_cluster(ctx: Ctx) -> None:
         m, r = cluster_roles(ctx.h, slot)
         if m is None or r is None or not ctx.fw.ok:
             raise RuntimeError("no master and replica for the resource's slot (or no iptables)")
-        link = replication_port(ctx.h, m)
-        if link is None:
-            raise RuntimeError("no replication connection to cut")
-        ctx.fw.cut(ctx.h.ports[m], link)
-        try:
-            before = ask(ctx.h.ports[m], "GET", ctx.resource)
-            deadline = time.monotonic() + 3.0
-            while time.monotonic() < deadline:
-                if not ctx.sleep(0.01):
-                    return
-                now = ask(ctx.h.ports[m], "GET", ctx.resource)
-                if now is not None and now != before:
-                    break
-            if not ctx.sleep(0.1):
-                return
-            ctx.h.send("kill %d" % m)
-        finally:
-            ctx.fw.uncut(ctx.h.ports[m], link)
+        if not kill_after_unreplicated_grant(ctx, [(ctx.h, m)]):
+            return
         deadline = time.monotonic() + 20.0
         while cluster_roles(ctx.h, slot)[0] != r:
             if time.monotonic() > deadline:
