@@ -63,6 +63,7 @@ pub async fn check(config: Config, settings: impl Fn(Vec<String>) -> Config, out
                     "eligible": s.is_some_and(|s| s.eligible),
                     "kind": s.map(|s| s.kind),
                     "master": s.and_then(|s| s.master.clone()),
+                    "shards": s.map(|s| s.shards),
                     "not_counted_because": s.and_then(|s| s.not_counted_because.clone()),
                     "quarantine_remaining_ms": s.map(|s| millis(s.quarantine_remaining)),
                     "latency_ms": r.latency.map(millis),
@@ -88,9 +89,10 @@ pub async fn check(config: Config, settings: impl Fn(Vec<String>) -> Config, out
                             ),
                         }
                     };
-                    let topology = match &s.master {
-                        Some(m) => format!("{} master {m}  ", s.kind),
-                        None => String::new(),
+                    let topology = match (&s.master, s.shards) {
+                        (Some(m), _) => format!("{} master {m}  ", s.kind),
+                        (None, 0) => String::new(),
+                        (None, n) => format!("{} of {n} shards  ", s.kind),
                     };
                     format!(
                         "up  {topology}redis {}  uptime {}  {quorum_state}  latency {}",

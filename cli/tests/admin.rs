@@ -558,3 +558,28 @@ fn a_server_name_from_the_command_line_as_the_least_privilege_user() {
         stderr(&out)
     );
 }
+
+#[test]
+fn check_shows_a_sentinel_voters_master_and_a_cluster_voters_shards() {
+    let group = ironlock_harness::SentinelGroup::start(1, 3).expect("sentinel group");
+    let master = group.data.nodes()[group.master().expect("master")].port();
+    let out = run(ironlock(&[group.url()]).args(["check", "--json"]), LIMIT);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("check JSON");
+    let n = &v["nodes"][0];
+    assert_eq!(n["kind"], "sentinel", "{v}");
+    assert_eq!(n["master"], format!("127.0.0.1:{master}"), "{v}");
+    let out = run(ironlock(&[group.url()]).arg("check"), LIMIT);
+    assert!(
+        stdout(&out).contains(&format!("sentinel master 127.0.0.1:{master}")),
+        "{}",
+        stdout(&out)
+    );
+
+    let c = ironlock_harness::RedisCluster::start(3, 1).expect("cluster");
+    let out = run(ironlock(&[c.url()]).args(["check", "--json"]), LIMIT);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("check JSON");
+    assert_eq!(v["nodes"][0]["kind"], "cluster", "{v}");
+    assert_eq!(v["nodes"][0]["shards"], 3, "{v}");
+}
