@@ -102,6 +102,20 @@ export declare class NativeManager {
    * with CONNECTION when fewer hosts than a quorum can be resolved.
    */
   ready(): Promise<void>
+  /** The node URLs, passwords replaced by `***`. */
+  get nodes(): Array<string>
+  /** Q = floor(N / 2) + 1, as the core computes it. */
+  get quorum(): number
+  /**
+   * Who holds `resource` on each node, in node order (the core's `inspect`). Throws
+   * INVALID_ARGUMENT at once for a bad name.
+   */
+  inspect(resource: string): Promise<Array<NodeHolder>>
+  /**
+   * Deletes `resources` on every node where they still hold `token` (a lock taken
+   * elsewhere, whose token was handed over); resolves to whether a quorum still held it.
+   */
+  releaseToken(resources: Array<string>, token: string): Promise<boolean>
   /**
    * The core's stats snapshot as JSON (`LockManager#stats` parses it): zero until the
    * manager has connected.
@@ -148,6 +162,22 @@ export declare function debugPanic(inTask: boolean): Promise<void>
  */
 export declare function drain(limitMs: number): Promise<boolean>
 
+/** What one node holds under a resource's key (`LockManager#inspect`). */
+export interface NodeHolder {
+  /** The node's URL, password replaced by `***`. */
+  url: string
+  /** The token stored under the key, if the key exists. */
+  token?: string
+  /** The key's remaining time to live in milliseconds, if it exists. */
+  ttl?: number
+  /** The permits of the semaphore of the same name on this node, longest-lived first. */
+  permits: Array<NodePermit>
+  /** The limit that semaphore is in use with on this node, while it has holders. */
+  limit?: number
+  /** Why the node could not be asked. */
+  error?: string
+}
+
 /** A node as parts, as the JS layer read them from an options object or a client. */
 export interface NodeParts {
   /** Host name or address (default `127.0.0.1`); ignored when `path` is set. */
@@ -164,6 +194,14 @@ export interface NodeParts {
   db?: number
   /** TLS (`rediss://`). */
   tls?: boolean
+}
+
+/** One permit of a semaphore on one node. */
+export interface NodePermit {
+  /** The permit's token. */
+  token: string
+  /** Milliseconds until the node drops it. */
+  ttl: number
 }
 
 /** The nodes named by `IRONLOCK_NODES`, else `REDIS_URL`; `null` when neither is set. */
@@ -198,3 +236,9 @@ export declare function settingKinds(): Array<Array<string>>
 
 /** The URLs of a comma-separated list given as argument `what`. */
 export declare function splitNodeList(what: string, text: string): Array<string>
+
+/**
+ * The name among `known` that the unknown option name `given` most likely meant (the core's
+ * `suggest`: another library's name for it, another case, or a typing slip), else null.
+ */
+export declare function suggestName(given: string, known: Array<string>): string | null

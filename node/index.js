@@ -846,3 +846,4 @@ module.exports.nodeUrl = nativeBinding.nodeUrl
 module.exports.quorum = nativeBinding.quorum
 module.exports.settingKinds = nativeBinding.settingKinds
 module.exports.splitNodeList = nativeBinding.splitNodeList
+module.exports.suggestName = nativeBinding.suggestName

@@ -54,6 +54,27 @@ function number(name, v) {
   return v
 }
 
+/** Below this many milliseconds a lock duration is most likely seconds given by habit. */
+const SHORT_TTL_MS = 100
+let warnedShortTtl = false
+
+/**
+ * A lock duration in milliseconds. One below SHORT_TTL_MS is legal (the core refuses only a
+ * duration that leaves no validity), but `acquire(['x'], 10)` is usually "10 seconds" written by
+ * habit: the first such call of the process emits a warning (code IRONLOCK_SHORT_TTL).
+ */
+function ttl(name, v) {
+  number(name, v)
+  if (!warnedShortTtl && v > 0 && v < SHORT_TTL_MS) {
+    warnedShortTtl = true
+    process.emitWarning(
+      `${name}: ${v} ms is a very short lock duration; durations are milliseconds in ironlock's Node API (${v} seconds is ${v * 1000})`,
+      { code: 'IRONLOCK_SHORT_TTL' },
+    )
+  }
+  return v
+}
+
 /** A count: a number, or -1 for "no limit" where the native layer accepts it. */
 function count(name, v) {
   if (typeof v !== 'number') throw invalid(`${name}: expected a number, got ${describe(v)}`)
@@ -106,6 +127,13 @@ for (const [name, kind] of require('../index.js').settingKinds()) {
 // node-redlock's names for the same settings.
 const ALIASES = { automaticExtensionThreshold: 'extensionThreshold' }
 
+/** " (did you mean …?)" for an unknown option `key` close to one of `known` (the core's guess). */
+function hint(key, known) {
+  const meant = typeof key === 'string' ? require('../index.js').suggestName(key, known) : null
+  if (meant === 'nodes') return ' (the nodes are the first argument, not a setting)'
+  return meant ? ` (did you mean ${meant}?)` : ''
+}
+
 /** Manager settings, type-checked, with unknown names rejected. */
 function settings(v, name = 'settings') {
   const out = {}
@@ -124,7 +152,10 @@ function settings(v, name = 'settings') {
       continue
     }
     const check = SETTINGS[setting]
-    if (!check) throw invalid(`${name}.${cut(key)}: unknown setting`)
+    if (!check) {
+      const known = [...Object.keys(SETTINGS), ...Object.keys(ALIASES), 'tls', 'nodes']
+      throw invalid(`${name}.${cut(key)}: unknown setting${hint(key, known)}`)
+    }
     if (value === undefined) continue
     // An optional setting (maxExtensions, extensionThreshold): null means its default.
     if (OPTIONAL.has(setting) && value === null) continue
@@ -154,9 +185,9 @@ function acquireOptions(v, more = {}) {
     const name = ALIASES[key] ?? key
     const check = ACQUIRE[key] ?? more[name]
     if (!check) {
-      const names = ['wait', 'fencing', 'fair', 'signal', 'retryCount', ...Object.keys(more)].join(', ')
+      const names = ['wait', 'fencing', 'fair', 'signal', 'retryCount', ...Object.keys(more)]
       throw invalid(
-        `options.${cut(key)}: unknown acquire option (per-call options are ${names}; set others on the manager)`,
+        `options.${cut(key)}: unknown acquire option${hint(key, names)} (per-call options are ${names.join(', ')}; set others on the manager)`,
       )
     }
     out[name] = check(`options.${key}`, value)
@@ -175,9 +206,11 @@ module.exports = {
   resources,
   resource,
   number,
+  ttl,
   count,
   settings,
   acquireOptions,
+  string,
   func,
   describe,
   plainObject,

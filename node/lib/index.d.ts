@@ -1,7 +1,68 @@
 // Types of the `ironlock` npm package (lib/index.js; lib/index.d.mts for `import`). The native
 // module's generated types are in ../index.d.ts.
 
-import type { EventEmitter } from 'node:events'
+// No import of `node:events` (nor any global of @types/node): these types check whether or not
+// the project configures `"types": ["node"]` (TypeScript 7 loads no @types by default).
+
+/**
+ * The part of `node:events`' `EventEmitter` a manager offers (at run time it is one), declared
+ * here so that the package's types do not need @types/node.
+ */
+declare class EventEmitter {
+  /** Adds `listener` for `eventName`. */
+  addListener(eventName: string | symbol, listener: (...args: any[]) => void): this
+  /** Adds `listener` for `eventName`. */
+  on(eventName: string | symbol, listener: (...args: any[]) => void): this
+  /** Adds `listener` for the next `eventName` only. */
+  once(eventName: string | symbol, listener: (...args: any[]) => void): this
+  /** Adds `listener` for `eventName` before the others. */
+  prependListener(eventName: string | symbol, listener: (...args: any[]) => void): this
+  /** Adds `listener` for the next `eventName` only, before the others. */
+  prependOnceListener(eventName: string | symbol, listener: (...args: any[]) => void): this
+  /** Removes `listener` for `eventName`. */
+  removeListener(eventName: string | symbol, listener: (...args: any[]) => void): this
+  /** Removes `listener` for `eventName`. */
+  off(eventName: string | symbol, listener: (...args: any[]) => void): this
+  /** Removes every listener (of `eventName`, when given). */
+  removeAllListeners(eventName?: string | symbol): this
+  /** Warns when more than `n` listeners are added for one event. */
+  setMaxListeners(n: number): this
+  /** The limit set by `setMaxListeners`. */
+  getMaxListeners(): number
+  /** The listeners of `eventName`. */
+  listeners(eventName: string | symbol): Function[]
+  /** The listeners of `eventName`, including `once` wrappers. */
+  rawListeners(eventName: string | symbol): Function[]
+  /** Calls the listeners of `eventName` with `args`; true when there were any. */
+  emit(eventName: string | symbol, ...args: any[]): boolean
+  /** How many listeners `eventName` has (that are `listener`, when given). */
+  listenerCount(eventName: string | symbol, listener?: Function): number
+  /** The events that have listeners. */
+  eventNames(): Array<string | symbol>
+}
+
+/**
+ * `Symbol.asyncDispose`, as @types/node and TypeScript's `esnext.disposable` lib declare it, so
+ * that `Lock[Symbol.asyncDispose]` type-checks with neither.
+ */
+declare global {
+  interface SymbolConstructor {
+    readonly asyncDispose: unique symbol
+  }
+}
+
+/**
+ * The global `AbortSignal` (of @types/node or the DOM lib) where one is declared; otherwise the
+ * part of it ironlock uses.
+ */
+export type AbortSignalLike = typeof globalThis extends { AbortSignal: { prototype: infer S } }
+  ? S
+  : {
+      readonly aborted: boolean
+      readonly reason: any
+      addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void
+      removeEventListener(type: 'abort', listener: () => void): void
+    }
 
 /** Error codes: the error kinds, the same in every language. */
 export type ErrorCode =
@@ -66,6 +127,10 @@ export interface Settings {
   queueTimeout?: number | null
   /** The name the nodes' certificates must hold when the URLs name them otherwise (see `tls.servername`). */
   tlsServerName?: string
+  /** The ACL user `redis-sentinel://` voters log in to their sentinels with. */
+  sentinelUsername?: string
+  /** The password `redis-sentinel://` voters log in to their sentinels with (never shown). */
+  sentinelPassword?: string
   /** node-redlock's name for `extensionThreshold`. */
   automaticExtensionThreshold?: number
   /** Trust only this CA (PEM) for `rediss://` nodes instead of the system's roots. */
@@ -150,7 +215,7 @@ export interface AcquireOptions {
   /** Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting. */
   fair?: boolean
   /** Cancels a waiting acquire; the promise then rejects with `signal.reason`. */
-  signal?: AbortSignal
+  signal?: AbortSignalLike
 }
 
 /** node-redlock's per-call settings of `Redlock.acquire` / `Redlock.using`, and ironlock's options. */
@@ -251,10 +316,44 @@ export declare class Lock {
   keepAlive(): KeepAlive
   /** `await using lock = …` releases it at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>
+  /** `JSON.stringify(lock)`: what identifies the lock and its validity; nothing about the nodes. */
+  toJSON(): LockJSON
+}
+
+/** `JSON.stringify(lock)`'s object. */
+export interface LockJSON {
+  /** The resource names. */
+  resources: string[]
+  /** The token stored under every key (what `releaseToken` needs in another process). */
+  value: string
+  /** The fencing token as a decimal string (JSON has no bigint), or null. */
+  fence: string | null
+  /** End of validity in epoch milliseconds. */
+  expiration: number
+  /** Remaining validity in milliseconds when serialized. */
+  validityMs: number
+  /** Known lost when serialized. */
+  lost: boolean
+}
+
+/** What one node holds under a resource's key (`LockManager#inspect`). */
+export interface Holder {
+  /** The node's URL, password replaced by `***`. */
+  url: string
+  /** The token stored under the key; null when the key does not exist (or the node failed). */
+  token: string | null
+  /** The key's remaining time to live in milliseconds; null when it does not exist. */
+  ttl: number | null
+  /** The permits of the semaphore of the same name on this node, longest-lived first. */
+  permits: Array<{ token: string; ttl: number }>
+  /** The limit that semaphore is in use with on this node; null while it has no holders. */
+  limit: number | null
+  /** Why the node could not be asked; null when it answered. */
+  error: string | null
 }
 
 /** `using`'s signal: aborted when the lock is lost; `error` is then the reason (node-redlock). */
-export type RedlockAbortSignal = AbortSignal & { readonly error?: Error }
+export type RedlockAbortSignal = AbortSignalLike & { readonly error?: Error }
 
 /** A routine run by `using`: `signal` aborts when the lock is lost. */
 export type Routine<T> = (signal: RedlockAbortSignal, lock: Lock) => Promise<T> | T
@@ -301,6 +400,19 @@ export declare class LockManager extends EventEmitter {
   ): Promise<T>
   /** Counters and latency histograms since the manager was created (zero until connected). */
   stats(): Stats
+  /** The node URLs, passwords replaced by `***`. */
+  readonly nodes: string[]
+  /** Q = floor(N / 2) + 1: how many nodes must grant a lock. */
+  readonly quorum: number
+  /** True once `close()` was called. */
+  readonly closed: boolean
+  /** Who holds `resource` on each node, in node order (read-only; for monitoring and tools). */
+  inspect(resource: string): Promise<Holder[]>
+  /**
+   * Deletes `resources` on every node where they still hold `token` (a lock taken elsewhere,
+   * whose `value` was handed over); resolves to whether a quorum still held it.
+   */
+  releaseToken(resources: string[], token: string): Promise<boolean>
   /** Stops background work; held locks are not released; later calls reject UNAVAILABLE. */
   close(): Promise<void>
 }
@@ -426,19 +538,39 @@ export declare class ExecutionError extends IronlockError {
   constructor(message: string, attempts: ReadonlyArray<Promise<ExecutionStats>>)
   /** One Promise of node-redlock's stats per round (the core reports the last round's votes). */
   readonly attempts: ReadonlyArray<Promise<ExecutionStats>>
+  /** Why the operation failed. */
+  readonly code: 'CONTENDED' | 'UNAVAILABLE' | 'LOST'
 }
 /** CONTENDED: the lock is held elsewhere. */
-export declare class LockContendedError extends ExecutionError {}
+export declare class LockContendedError extends ExecutionError {
+  /** Always `CONTENDED`. */
+  readonly code: 'CONTENDED'
+}
 /** UNAVAILABLE: no quorum, nodes down, slow or quarantined. */
-export declare class QuorumUnavailableError extends ExecutionError {}
+export declare class QuorumUnavailableError extends ExecutionError {
+  /** Always `UNAVAILABLE`. */
+  readonly code: 'UNAVAILABLE'
+}
 /** LOST: the lock expired or was taken over. */
-export declare class LockLostError extends ExecutionError {}
+export declare class LockLostError extends ExecutionError {
+  /** Always `LOST`. */
+  readonly code: 'LOST'
+}
 /** INVALID_ARGUMENT: bad input; the message names the argument. */
-export declare class InvalidArgumentError extends IronlockError {}
+export declare class InvalidArgumentError extends IronlockError {
+  /** Always `INVALID_ARGUMENT`. */
+  readonly code: 'INVALID_ARGUMENT'
+}
 /** CONNECTION: the node list cannot be used at all. */
-export declare class ConnectionError extends IronlockError {}
+export declare class ConnectionError extends IronlockError {
+  /** Always `CONNECTION`. */
+  readonly code: 'CONNECTION'
+}
 /** INTERNAL: a bug in ironlock. */
-export declare class InternalError extends IronlockError {}
+export declare class InternalError extends IronlockError {
+  /** Always `INTERNAL`. */
+  readonly code: 'INTERNAL'
+}
 /** node-redlock's vote reason: another lock holds a resource. A value, never thrown. */
 export declare class ResourceLockedError extends Error {
   /** node-redlock's constructor. */

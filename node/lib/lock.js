@@ -193,7 +193,7 @@ class Lock {
 
   /** Extends the lock to `durationMs` from now; resolves to this lock. */
   async extend(durationMs) {
-    args.number('durationMs', durationMs)
+    args.ttl('durationMs', durationMs)
     const n = this.#native
     await start(
       (id) => n.extend(id, durationMs),
@@ -241,6 +241,24 @@ class Lock {
 
   toString() {
     return `Lock(${errors.cut(JSON.stringify(this.resources))})`
+  }
+
+  /**
+   * `JSON.stringify(lock)`: `{resources, value, fence, expiration, validityMs, lost}`. `fence`
+   * is a decimal string (JSON has no bigint) or null; `value` is the token another process
+   * needs for `releaseToken`. Nothing about the nodes (no URL, no password).
+   */
+  toJSON() {
+    const n = this.#native
+    const fence = n.fence
+    return {
+      resources: n.resources,
+      value: n.value,
+      fence: fence === null || fence === undefined ? null : String(fence),
+      expiration: n.expiration,
+      validityMs: n.validityMs,
+      lost: n.isLost(),
+    }
   }
 
   /** `util.inspect`: resources, validity left, fence and lost; the token only as a prefix. */

@@ -3,6 +3,7 @@
 // arguments and calls one native function per operation; every lock rule is the core's.
 
 const { EventEmitter } = require('node:events')
+const util = require('node:util')
 
 const native = require('../index.js')
 const errors = require('./errors.js')
@@ -102,7 +103,7 @@ class Semaphore {
    */
   acquire(durationMs, options) {
     try {
-      args.number('durationMs', durationMs)
+      args.ttl('durationMs', durationMs)
       const manager = this[kManager]
       const { options: o, signal } =
         options === undefined || options === null ? {} : args.acquireOptions(options)
@@ -124,8 +125,10 @@ class Semaphore {
 class LockManager extends EventEmitter {
   constructor(nodes, settings) {
     super()
-    const { urls, nodes: given, nodeTls, keyPrefix } = resolveNodes(nodes)
+    // Settings first: an unknown name (`masters`, another library's word for the nodes) is
+    // named as such, not reported as a missing node list.
     const s = args.settings(settings)
+    const { urls, nodes: given, nodeTls, keyPrefix } = resolveNodes(nodes)
     // TLS options a node object carries are that node's own (over settings.tls).
     if (nodeTls?.length) s.nodeTls = nodeTls
     // The key prefix the client objects agree on, unless given explicitly.
@@ -165,7 +168,7 @@ class LockManager extends EventEmitter {
     // Not `async`: one Promise per call; every failure, bad arguments included, still rejects.
     try {
       args.resources('resources', resources)
-      args.number('durationMs', durationMs)
+      args.ttl('durationMs', durationMs)
       if (options === undefined || options === null) {
         return acquire(this, this[kNative], resources, durationMs)
       }
@@ -238,8 +241,69 @@ class LockManager extends EventEmitter {
     }
   }
 
+  /** The node URLs, passwords replaced by `***`. */
+  get nodes() {
+    return this[kNative].nodes
+  }
+
+  /** Q = floor(N / 2) + 1: how many nodes must grant a lock. */
+  get quorum() {
+    return this[kNative].quorum
+  }
+
+  /** True once `close()` was called. */
+  get closed() {
+    return STATE.get(this).closed === true
+  }
+
+  /**
+   * Who holds `resource` on each node, in node order: `[{url, token, ttl, permits, limit,
+   * error}]` — the lock's token and its ttl in ms (null where the key does not exist), the
+   * permits `[{token, ttl}]` of the semaphore of the same name and the limit it is in use with
+   * (null without holders), and why a node could not be asked. Read-only; for monitoring.
+   */
+  async inspect(resource) {
+    args.resource('resource', resource)
+    try {
+      const holders = await this[kNative].inspect(resource)
+      return holders.map((h) => ({
+        url: h.url,
+        token: h.token ?? null,
+        ttl: h.ttl ?? null,
+        permits: h.permits,
+        limit: h.limit ?? null,
+        error: h.error ?? null,
+      }))
+    } catch (e) {
+      throw fromNative(e)
+    }
+  }
+
+  /**
+   * Deletes `resources` on every node where they still hold `token` (a lock taken elsewhere,
+   * whose `value` was handed over); resolves to whether a quorum still held it.
+   */
+  async releaseToken(resources, token) {
+    args.resources('resources', resources)
+    args.string('token', token)
+    try {
+      return await this[kNative].releaseToken(resources, token)
+    } catch (e) {
+      throw fromNative(e)
+    }
+  }
+
+  /** `util.inspect`: the nodes (passwords as `***`), the quorum and whether closed. */
+  [util.inspect.custom](depth, options, show = util.inspect) {
+    const name = this.constructor.name
+    if (depth < 0) return options.stylize(`[${name}]`, 'special')
+    const shown = { nodes: this.nodes, quorum: this.quorum, closed: this.closed }
+    return `${name} ${show(shown, { ...options, depth: options.depth === null ? null : options.depth - 1 })}`
+  }
+
   /** Stops background work. Held locks are not released; later calls reject UNAVAILABLE. */
   async close() {
+    STATE.get(this).closed = true
     try {
       await Promise.all(STATE.get(this).natives.map((n) => n.close()))
     } catch (e) {

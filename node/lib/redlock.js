@@ -87,7 +87,7 @@ class Redlock extends LockManager {
   acquire(resources, duration, settings) {
     try {
       args.resources('resources', resources)
-      args.number('durationMs', duration)
+      args.ttl('durationMs', duration)
       const { options, signal } = args.acquireOptions(settings, PER_CALL)
       const overrides = {}
       const native = {}

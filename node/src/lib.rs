@@ -24,7 +24,7 @@ mod uv;
 
 pub use lock::NativeLock;
 
-pub use manager::{CancelToken, NativeManager};
+pub use manager::{CancelToken, NativeManager, NodeHolder, NodePermit};
 pub use nodes::{NodeParts, node_url, nodes_from_env, split_node_list};
 pub use settings::AcquireOptions;
 
@@ -75,6 +75,14 @@ pub fn quorum(n: u32) -> u32 {
 #[napi_derive::napi]
 pub fn core_version() -> String {
     ironlock::VERSION.to_owned()
+}
+
+/// The name among `known` that the unknown option name `given` most likely meant (the core's
+/// `suggest`: another library's name for it, another case, or a typing slip), else null.
+#[napi_derive::napi]
+pub fn suggest_name(given: String, known: Vec<String>) -> Option<String> {
+    let known: Vec<&str> = known.iter().map(String::as_str).collect();
+    ironlock::suggest(&given, &known).map(str::to_owned)
 }
 
 /// Every manager setting as `[name, kind]`, from the core's table (plus the TLS settings, kind

@@ -41,6 +41,54 @@ pub struct NativeManager {
     core: Arc<Core>,
     scope: Arc<EnvScope>,
     completer: Completer,
+    /// The node URLs with passwords replaced by `***`.
+    nodes: Vec<String>,
+}
+
+/// What one node holds under a resource's key (`LockManager#inspect`).
+#[napi(object)]
+pub struct NodeHolder {
+    /// The node's URL, password replaced by `***`.
+    pub url: String,
+    /// The token stored under the key, if the key exists.
+    pub token: Option<String>,
+    /// The key's remaining time to live in milliseconds, if it exists.
+    pub ttl: Option<f64>,
+    /// The permits of the semaphore of the same name on this node, longest-lived first.
+    pub permits: Vec<NodePermit>,
+    /// The limit that semaphore is in use with on this node, while it has holders.
+    pub limit: Option<u32>,
+    /// Why the node could not be asked.
+    pub error: Option<String>,
+}
+
+/// One permit of a semaphore on one node.
+#[napi(object)]
+pub struct NodePermit {
+    /// The permit's token.
+    pub token: String,
+    /// Milliseconds until the node drops it.
+    pub ttl: f64,
+}
+
+impl From<ironlock::Holder> for NodeHolder {
+    fn from(h: ironlock::Holder) -> Self {
+        NodeHolder {
+            url: h.url,
+            token: h.token,
+            ttl: h.ttl.map(|t| t.as_millis() as f64),
+            permits: h
+                .permits
+                .into_iter()
+                .map(|p| NodePermit {
+                    token: p.token,
+                    ttl: p.ttl.as_millis() as f64,
+                })
+                .collect(),
+            limit: h.limit,
+            error: h.error,
+        }
+    }
 }
 
 #[napi]
@@ -64,6 +112,11 @@ impl NativeManager {
             config
                 .check()
                 .map_err(|e| to_napi(in_node_words(e, "ttl")))?;
+            let nodes = config
+                .nodes()
+                .iter()
+                .map(|u| ironlock::redact_url(u))
+                .collect();
             let scope = EnvScope::of(env)?;
             let completer = Completer::new(env, &complete)?;
             let manager = LockManager::new(config).boxed().shared();
@@ -78,6 +131,7 @@ impl NativeManager {
                 core,
                 scope,
                 completer,
+                nodes,
             })
         })
     }
@@ -181,6 +235,56 @@ impl NativeManager {
                 env,
                 async move { manager.await.map(|_| ()).map_err(to_napi) },
             )
+        })
+    }
+
+    /// The node URLs, passwords replaced by `***`.
+    #[napi(getter)]
+    pub fn nodes(&self) -> Vec<String> {
+        self.nodes.clone()
+    }
+
+    /// Q = floor(N / 2) + 1, as the core computes it.
+    #[napi(getter)]
+    pub fn quorum(&self) -> u32 {
+        u32::try_from(ironlock::quorum(self.nodes.len())).unwrap_or(u32::MAX)
+    }
+
+    /// Who holds `resource` on each node, in node order (the core's `inspect`). Throws
+    /// INVALID_ARGUMENT at once for a bad name.
+    #[napi(ts_return_type = "Promise<Array<NodeHolder>>", catch_unwind)]
+    pub fn inspect<'env>(&self, env: &'env Env, resource: String) -> Result<Object<'env>> {
+        boundary(|| {
+            ironlock::validate_resource(&resource).map_err(to_napi)?;
+            let manager = self.core.0.clone();
+            self.scope.promise(env, async move {
+                let m = manager.await.map_err(to_napi)?;
+                let holders = m.inspect(&resource).await.map_err(to_napi)?;
+                Ok(holders
+                    .into_iter()
+                    .map(NodeHolder::from)
+                    .collect::<Vec<_>>())
+            })
+        })
+    }
+
+    /// Deletes `resources` on every node where they still hold `token` (a lock taken
+    /// elsewhere, whose token was handed over); resolves to whether a quorum still held it.
+    #[napi(ts_return_type = "Promise<boolean>", catch_unwind)]
+    pub fn release_token<'env>(
+        &self,
+        env: &'env Env,
+        resources: Vec<String>,
+        token: String,
+    ) -> Result<Object<'env>> {
+        boundary(|| {
+            ironlock::validate_resources(&resources).map_err(to_napi)?;
+            let manager = self.core.0.clone();
+            self.scope.promise(env, async move {
+                let m = manager.await.map_err(to_napi)?;
+                let released = m.release_token(&resources, &token).await;
+                Ok(released.map_err(to_napi)?.held)
+            })
         })
     }
 

@@ -20,6 +20,14 @@ test('usage.mts type-checks against index.d.ts (tsc --noEmit)', { timeout: 120_0
   assert.equal(r.stdout.trim(), '')
 })
 
+test('the types check without @types/node: "types": [], lib ES2022 only (as TypeScript 7 defaults)', { timeout: 120_000 }, async () => {
+  // ts-bare/usage.mts also narrows each error class's `code` to its literal and uses the
+  // manager's nodes, quorum, closed, inspect, releaseToken and Lock#toJSON.
+  const bare = fileURLToPath(new URL('./ts-bare', import.meta.url))
+  const r = await run(process.execPath, [tsc, '--noEmit', '-p', bare], { cwd: root }).catch((e) => e)
+  assert.equal(`${r.stdout}`.trim(), '')
+})
+
 test('await using releases the lock (compiled usage.mts)', { timeout: 120_000 }, async () => {
   await run(process.execPath, [tsc, '-p', project], { cwd: root })
   const cluster = await startCluster(3)
