@@ -804,7 +804,7 @@ static void test_semaphore(const harness *h) {
     }
     for (int i = 0; i < 3; i++) ironlock_lock_free(held[i]);
     ironlock_acquire_opts_free(opts);
-    char command[192];
+    char command[320];
     snprintf(command, sizeof command, "EXISTS %s{%s}:ironlock:semaphore", r, r);
     for (int node = 0; node < h->nodes; node++) CHECK(redis_int_settled((harness *)h, node, command) == 0);
     ironlock_manager_free(m);
@@ -844,7 +844,7 @@ static void test_fair(const harness *h) {
     CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_OK, NULL);
     ironlock_config_free(cfg);
     if (!m) return;
-    char r[128], command[256];
+    char r[128], command[320];
     unique(r, sizeof r, "fair");
     const char *res[] = {r};
     ironlock_lock *holder = NULL;
