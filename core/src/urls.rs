@@ -284,7 +284,7 @@ fn parse_multi(
         redis::IntoConnectionInfo::into_connection_info(data_url.as_str()).map_err(|_| {
             Error::invalid(format!(
                 "{name}: unparsable user name or password in {}; {ENCODE_HINT}",
-                cut(&redact_url(url))
+                cut(&redact_conservatively(url))
             ))
         })?;
     let secret = info.redis_settings().password().map(str::to_owned);
@@ -348,6 +348,20 @@ fn misplaced_text(u: &url::Url) -> Option<&'static str> {
 /// before the last `@` (the whole userinfo, whatever characters the password holds) and
 /// everything after the host are hidden instead.
 pub fn redact_url(raw: &str) -> String {
+    // A Sentinel or Cluster URL that parses shows as the voter does (hosts, database, master).
+    for (prefix, kind, tls) in [
+        ("redis-sentinel://", Multi::Sentinel, false),
+        ("rediss-sentinel://", Multi::Sentinel, true),
+        ("redis-cluster://", Multi::Cluster, false),
+        ("rediss-cluster://", Multi::Cluster, true),
+    ] {
+        if raw.starts_with(prefix) {
+            if let Ok(spec) = parse_multi(0, raw, kind, tls, (None, None)) {
+                return spec.display;
+            }
+            break;
+        }
+    }
     // A second `@` means a password with an unencoded `@` (the parser ends the userinfo at the
     // first one; a reader, and the fallback, at the last).
     if let Ok(mut u) = url::Url::parse(raw)
@@ -510,13 +524,34 @@ pub struct NodeParts {
     pub password: Option<String>,
     /// Database number.
     pub db: Option<i64>,
-    /// TLS (`rediss://`).
+    /// TLS (`rediss://`; `rediss-sentinel://` / `rediss-cluster://` with `sentinels` /
+    /// `cluster`).
     pub tls: bool,
+    /// The sentinels of a Sentinel-managed master named `master_name`: `(host, port)`, the
+    /// port 26379 when `None` (then the host may also be `host:port`). Gives a
+    /// `redis-sentinel://` URL; the credentials and database are then the data nodes'.
+    pub sentinels: Vec<(String, Option<u16>)>,
+    /// The master's name among the sentinels (redis-py's `service_name`, ioredis's `name`).
+    pub master_name: Option<String>,
+    /// The seed nodes of a Redis Cluster: `(host, port)`, the port 6379 when `None` (then the
+    /// host may also be `host:port`). Gives a `redis-cluster://` URL.
+    pub cluster: Vec<(String, Option<u16>)>,
 }
 
 /// The URL of a node given as parts; the user name and password are percent-encoded, so they
 /// may hold any character.
+///
+/// With `sentinels` or `cluster` the URL is a `redis-sentinel://…#MASTER` or a
+/// `redis-cluster://…` one; errors name the part (`host`, `sentinels[1]`, `master_name`, …).
 pub fn node_url(parts: &NodeParts) -> Result<String> {
+    if !parts.sentinels.is_empty() || !parts.cluster.is_empty() {
+        return multi_url(parts);
+    }
+    if parts.master_name.is_some() {
+        return Err(Error::invalid(
+            "master_name: names a Sentinel-managed master, which needs its sentinels",
+        ));
+    }
     let mut u = match &parts.path {
         Some(path) => {
             let mut u = url::Url::parse("unix:///").expect("a valid base URL");
@@ -564,4 +599,360 @@ pub fn node_url(parts: &NodeParts) -> Result<String> {
             .map_err(|()| Error::invalid("password: cannot be set on this URL"))?;
     }
     Ok(u.to_string())
+}
+
+/// The `user:password@` of a URL, percent-encoded (empty without credentials).
+fn userinfo(parts: &NodeParts) -> Result<String> {
+    let mut u = url::Url::parse("redis://127.0.0.1").expect("a valid base URL");
+    // As in `node_url`: a `%` is encoded first, the reader decodes it.
+    if let Some(user) = &parts.username {
+        u.set_username(&user.replace('%', "%25"))
+            .map_err(|()| Error::invalid("username: cannot be set on this URL"))?;
+    }
+    if let Some(p) = &parts.password {
+        u.set_password(Some(&p.replace('%', "%25")))
+            .map_err(|()| Error::invalid("password: cannot be set on this URL"))?;
+    }
+    Ok(match (u.username(), u.password()) {
+        ("", None) => String::new(),
+        (user, None) => format!("{user}@"),
+        (user, Some(p)) => format!("{user}:{p}@"),
+    })
+}
+
+/// `host:port` of one sentinel or seed node, `what` naming it (`sentinels[2]`).
+fn address(what: &str, host: &str, port: Option<u16>, default_port: u16) -> Result<String> {
+    let bad = || {
+        Error::invalid(format!(
+            "{what}: {:?} is not a host name or address{}",
+            cut(host),
+            if port.is_none() {
+                " with an optional :port"
+            } else {
+                ""
+            }
+        ))
+    };
+    let host = host.trim();
+    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || ",/@#?".contains(c)) {
+        return Err(bad());
+    }
+    let bare_v6 = !host.starts_with('[') && host.matches(':').count() > 1;
+    let (name, port) = match port {
+        Some(p) => (host.to_owned(), p),
+        None if bare_v6 => (host.to_owned(), default_port),
+        None => {
+            let u = url::Url::parse(&format!("redis://{host}")).map_err(|_| bad())?;
+            let name = u.host_str().filter(|h| !h.is_empty()).ok_or_else(bad)?;
+            (name.to_owned(), u.port().unwrap_or(default_port))
+        }
+    };
+    if port == 0 {
+        return Err(Error::invalid(format!("{what}: port 0 is not a port")));
+    }
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    let shown = if name.contains(':') {
+        format!("[{name}]")
+    } else {
+        name.to_owned()
+    };
+    // The host must read back as itself.
+    url::Url::parse(&format!("redis://{shown}:{port}")).map_err(|_| bad())?;
+    Ok(format!("{shown}:{port}"))
+}
+
+/// The URL of a Sentinel-managed master or of a Redis Cluster given as parts.
+fn multi_url(parts: &NodeParts) -> Result<String> {
+    let sentinel = !parts.sentinels.is_empty();
+    if sentinel && !parts.cluster.is_empty() {
+        return Err(Error::invalid(
+            "cluster: give the sentinels of a master or the seed nodes of a cluster, not both",
+        ));
+    }
+    let (field, list, default_port) = if sentinel {
+        ("sentinels", &parts.sentinels, SENTINEL_PORT)
+    } else {
+        ("cluster", &parts.cluster, 6379)
+    };
+    for (name, given) in [
+        ("host", parts.host.is_some()),
+        ("port", parts.port.is_some()),
+        ("path", parts.path.is_some()),
+    ] {
+        if given {
+            return Err(Error::invalid(format!(
+                "{name}: the addresses of a {} are in {field}",
+                if sentinel {
+                    "Sentinel-managed master's sentinels"
+                } else {
+                    "Redis Cluster's seed nodes"
+                }
+            )));
+        }
+    }
+    let hosts = list
+        .iter()
+        .enumerate()
+        .map(|(k, (h, p))| address(&format!("{field}[{k}]"), h, *p, default_port))
+        .collect::<Result<Vec<_>>>()?
+        .join(",");
+    let user = userinfo(parts)?;
+    let s = if parts.tls { "s" } else { "" };
+    if !sentinel {
+        if parts.master_name.is_some() {
+            return Err(Error::invalid(
+                "master_name: names a Sentinel-managed master; a Redis Cluster has none",
+            ));
+        }
+        if let Some(db) = parts.db.filter(|&d| d != 0) {
+            return Err(Error::invalid(format!(
+                "db: a Redis Cluster has only database 0, got {db}"
+            )));
+        }
+        return Ok(format!("redis{s}-cluster://{user}{hosts}"));
+    }
+    let master = parts.master_name.as_deref().unwrap_or_default();
+    if master.is_empty() {
+        return Err(Error::invalid(
+            "master_name: a Sentinel-managed master needs its name (the sentinels' name for it)",
+        ));
+    }
+    if master.contains(|c: char| c.is_whitespace() || c.is_control() || "/@,#".contains(c)) {
+        return Err(Error::invalid(format!(
+            "master_name: must be a plain name (no blanks, '/', '@', ',' or '#'), got {:?}",
+            cut(master)
+        )));
+    }
+    let db = match parts.db {
+        Some(d) if d < 0 => {
+            return Err(Error::invalid(format!(
+                "db: must be a non-negative number, got {d}"
+            )));
+        }
+        Some(d) if d != 0 => format!("/{d}"),
+        _ => String::new(),
+    };
+    Ok(format!("redis{s}-sentinel://{user}{hosts}{db}#{master}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts(list: &[(&str, Option<u16>)]) -> Vec<(String, Option<u16>)> {
+        list.iter().map(|(h, p)| ((*h).to_owned(), *p)).collect()
+    }
+
+    fn spec(url: &str, config: Config) -> NodeSpec {
+        parse_node(0, url, &config).unwrap_or_else(|e| panic!("{url}: {e}"))
+    }
+
+    #[test]
+    fn sentinel_parts_make_a_sentinel_url() {
+        let parts = NodeParts {
+            sentinels: hosts(&[
+                ("127.0.0.1", Some(26379)),
+                ("h2:26380", None),
+                ("::1", None),
+            ]),
+            master_name: Some("mymaster".into()),
+            username: Some("app".into()),
+            password: Some("p@ss:w/o#rd?%41%".into()),
+            db: Some(3),
+            ..Default::default()
+        };
+        let url = node_url(&parts).unwrap();
+        assert!(url.starts_with("redis-sentinel://app:"), "{url}");
+        assert!(
+            url.ends_with("@127.0.0.1:26379,h2:26380,[::1]:26379/3#mymaster"),
+            "{url}"
+        );
+        let node = spec(&url, Config::new([url.as_str()]));
+        assert_eq!(node.secret.as_deref(), Some("p@ss:w/o#rd?%41%"));
+        assert_eq!(node.info.redis_settings().username(), Some("app"));
+        assert_eq!(node.info.redis_settings().db(), 3);
+        assert_eq!(
+            node.display,
+            "redis-sentinel://app:***@127.0.0.1:26379,h2:26380,[::1]:26379/3#mymaster"
+        );
+        assert_eq!(redact_url(&url), node.display);
+        let s = node.sentinel.expect("a sentinel voter");
+        assert_eq!(s.master, "mymaster");
+        assert_eq!(s.sentinels.len(), 3);
+        // TLS, no credentials, db 0.
+        let tls = node_url(&NodeParts {
+            sentinels: hosts(&[("s1", None)]),
+            master_name: Some("m".into()),
+            db: Some(0),
+            tls: true,
+            ..Default::default()
+        });
+        assert_eq!(tls.unwrap(), "rediss-sentinel://s1:26379#m");
+        // A password without a user name.
+        let pw = node_url(&NodeParts {
+            sentinels: hosts(&[("s1", Some(1))]),
+            master_name: Some("m".into()),
+            password: Some("x y".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let node = spec(&pw, Config::new([pw.as_str()]));
+        assert_eq!(node.secret.as_deref(), Some("x y"));
+        assert_eq!(node.display, "redis-sentinel://:***@s1:1#m");
+    }
+
+    #[test]
+    fn cluster_parts_make_a_cluster_url() {
+        let parts = NodeParts {
+            cluster: hosts(&[
+                ("127.0.0.1", Some(7000)),
+                ("127.0.0.1:7001", None),
+                ("c3", None),
+            ]),
+            username: Some("u%1".into()),
+            password: Some("#secret@".into()),
+            tls: true,
+            ..Default::default()
+        };
+        let url = node_url(&parts).unwrap();
+        let node = spec(&url, Config::new([url.as_str()]));
+        assert_eq!(node.secret.as_deref(), Some("#secret@"));
+        assert_eq!(node.info.redis_settings().username(), Some("u%1"));
+        assert_eq!(
+            node.display,
+            "rediss-cluster://u%1:***@127.0.0.1:7000,127.0.0.1:7001,c3:6379"
+        );
+        assert_eq!(redact_url(&url), node.display);
+        assert_eq!(node.cluster.expect("a cluster voter").seeds.len(), 3);
+        // A URL that does not parse is still hidden.
+        let bad = redact_url("redis-cluster://u:hunter2@h:1#x");
+        assert!(!bad.contains("hunter2"), "{bad}");
+        let bad = redact_url("redis-sentinel://u:hun%ZZter2@h:1#m");
+        assert!(!bad.contains("hun"), "{bad}");
+        let plain = NodeParts {
+            cluster: hosts(&[("a", Some(1))]),
+            db: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(node_url(&plain).unwrap(), "redis-cluster://a:1");
+    }
+
+    #[test]
+    fn bad_parts_are_named() {
+        let base = NodeParts {
+            sentinels: hosts(&[("s1", None)]),
+            master_name: Some("m".into()),
+            ..Default::default()
+        };
+        let err = |p: NodeParts| node_url(&p).unwrap_err().message().to_owned();
+        assert!(
+            err(NodeParts {
+                master_name: None,
+                ..base.clone()
+            })
+            .starts_with("master_name:")
+        );
+        assert!(
+            err(NodeParts {
+                master_name: Some("a b".into()),
+                ..base.clone()
+            })
+            .starts_with("master_name:")
+        );
+        assert!(
+            err(NodeParts {
+                master_name: Some("m#x".into()),
+                ..base.clone()
+            })
+            .starts_with("master_name:")
+        );
+        assert!(
+            err(NodeParts {
+                host: Some("h".into()),
+                ..base.clone()
+            })
+            .starts_with("host:")
+        );
+        assert!(
+            err(NodeParts {
+                port: Some(1),
+                ..base.clone()
+            })
+            .starts_with("port:")
+        );
+        assert!(
+            err(NodeParts {
+                cluster: hosts(&[("c", None)]),
+                ..base.clone()
+            })
+            .starts_with("cluster:")
+        );
+        assert!(
+            err(NodeParts {
+                sentinels: hosts(&[("s1", None), ("a,b", None)]),
+                ..base.clone()
+            })
+            .starts_with("sentinels[1]:")
+        );
+        assert!(
+            err(NodeParts {
+                sentinels: hosts(&[("", None)]),
+                ..base.clone()
+            })
+            .starts_with("sentinels[0]:")
+        );
+        assert!(
+            err(NodeParts {
+                sentinels: hosts(&[("h:notaport", None)]),
+                ..base.clone()
+            })
+            .starts_with("sentinels[0]:")
+        );
+        assert!(
+            err(NodeParts {
+                sentinels: hosts(&[("h", Some(0))]),
+                ..base.clone()
+            })
+            .starts_with("sentinels[0]:")
+        );
+        assert!(
+            err(NodeParts {
+                db: Some(-1),
+                ..base.clone()
+            })
+            .starts_with("db:")
+        );
+        let cluster = NodeParts {
+            cluster: hosts(&[("c", None)]),
+            ..Default::default()
+        };
+        assert!(
+            err(NodeParts {
+                db: Some(1),
+                ..cluster.clone()
+            })
+            .starts_with("db:")
+        );
+        assert!(
+            err(NodeParts {
+                master_name: Some("m".into()),
+                ..cluster.clone()
+            })
+            .starts_with("master_name:")
+        );
+        assert!(
+            err(NodeParts {
+                master_name: Some("m".into()),
+                ..Default::default()
+            })
+            .starts_with("master_name:")
+        );
+        // Passwords never show in these errors.
+        let e = err(NodeParts {
+            password: Some("hunter2".into()),
+            sentinels: hosts(&[("bad host", None)]),
+            ..base
+        });
+        assert!(!e.contains("hunter2"), "{e}");
+    }
 }

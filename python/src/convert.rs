@@ -126,7 +126,7 @@ pub(crate) fn config(
             known_keyword(&key.extract::<String>()?)?;
         }
     }
-    let (urls, mut tls) = node_list(py, nodes)?;
+    let (urls, mut tls, logins) = node_list(py, nodes)?;
     let mut c = Config::new(urls);
     if let Some(settings) = settings {
         for (key, v) in settings.iter() {
@@ -138,6 +138,7 @@ pub(crate) fn config(
             c = setting(c, &key, &v)?;
         }
     }
+    let c = apply_logins(py, c, &logins, settings)?;
     tls.apply(py, c)
 }
 
@@ -282,36 +283,45 @@ pub(crate) fn setting_names() -> Vec<&'static str> {
 }
 
 /// The node list in any of its Python forms: a list of URLs, mappings with redis-py's keyword
-/// names, or `redis.Redis` / `redis.asyncio.Redis` clients (their connection settings are read;
-/// ironlock keeps its own connections); one comma-separated string; nothing (None) for
-/// `IRONLOCK_NODES`, then `REDIS_URL`.
-fn node_list(py: Python<'_>, nodes: Option<&Bound<'_, PyAny>>) -> PyResult<(Vec<String>, Tls)> {
+/// names (a standalone node; `sentinels` + `service_name`: a Sentinel-managed master; `cluster`:
+/// a Redis Cluster), or redis-py clients (`redis.Redis` / `redis.asyncio.Redis`, a
+/// `Sentinel.master_for()` client, `redis.cluster.RedisCluster`; their connection settings are
+/// read; ironlock keeps its own connections); one comma-separated string; nothing (None) for
+/// `IRONLOCK_NODES`, then `REDIS_URL`. Also the sentinel logins the nodes carry, by node name.
+fn node_list(
+    py: Python<'_>,
+    nodes: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Vec<String>, Tls, Logins)> {
     let mut tls = Tls::default();
+    let mut logins = Logins::new();
     let Some(nodes) = nodes.filter(|n| !n.is_none()) else {
-        return Ok((from_env(py)?, tls));
+        return Ok((from_env(py)?, tls, logins));
     };
     if nodes.is_instance_of::<PyString>() {
         let text = text("nodes", nodes)?;
         let urls = ironlock::split_node_list("nodes", &text).map_err(|e| error::to_pyerr(py, e))?;
-        return Ok((urls, tls));
+        return Ok((urls, tls, logins));
     }
     if !(nodes.is_instance_of::<PyList>() || nodes.is_instance_of::<PyTuple>()) {
         return Err(error::wrong_type(
             "nodes",
-            "a list of node URLs, mappings or redis.Redis clients, or a comma-separated str",
+            "a list of node URLs, mappings or redis-py clients, or a comma-separated str",
             nodes,
         ));
     }
     let mut urls = Vec::new();
     for (i, item) in nodes.try_iter()?.enumerate() {
         let name = format!("nodes[{i}]");
-        let (url, given) = node(&name, &item?)?;
+        let (url, given, login) = node(&name, &item?)?;
         if given.iter().any(Option::is_some) {
-            tls.nodes.push((i, name, given));
+            tls.nodes.push((i, name.clone(), given));
+        }
+        if login.iter().any(Option::is_some) {
+            logins.push((name, login));
         }
         urls.push(url);
     }
-    Ok((urls, tls))
+    Ok((urls, tls, logins))
 }
 
 fn from_env(py: Python<'_>) -> PyResult<Vec<String>> {
@@ -325,27 +335,212 @@ fn from_env(py: Python<'_>) -> PyResult<Vec<String>> {
         })
 }
 
+/// The manager-level sentinel login settings, in [`Login`] slot order.
+const LOGIN_NAMES: [&str; 2] = ["sentinel_username", "sentinel_password"];
+
+/// A Sentinel node's login at its sentinels (user name, password), as it gave it.
+type Login = [Option<String>; 2];
+
+/// The logins given with nodes, by node name.
+type Logins = Vec<(String, Login)>;
+
+/// The sentinel logins the nodes carry → the manager's settings: a manager has one sentinel
+/// login, so a node's must equal the setting (or another node's) or it is refused, named.
+fn apply_logins(
+    py: Python<'_>,
+    mut c: Config,
+    logins: &Logins,
+    settings: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Config> {
+    for (slot, key) in LOGIN_NAMES.iter().enumerate() {
+        let setting = match settings {
+            Some(s) => s.get_item(key)?.filter(|v| !v.is_none()),
+            None => None,
+        };
+        let setting = setting.map(|v| text(key, &v)).transpose()?;
+        let mut chosen: Option<(&str, String)> = setting.clone().map(|v| ("the setting", v));
+        for (name, login) in logins {
+            let Some(v) = &login[slot] else { continue };
+            match &chosen {
+                Some((source, c)) if c != v => {
+                    let source = if *source == "the setting" {
+                        format!("the {key} setting")
+                    } else {
+                        format!("{source}.{key}")
+                    };
+                    return Err(error::invalid(
+                        py,
+                        format!(
+                            "{name}.{key}: differs from {source}; a manager logs in to every \
+                             sentinel with one {key}"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => chosen = Some((name.as_str(), v.clone())),
+            }
+        }
+        if let (None, Some((_, v))) = (setting, chosen) {
+            c = c
+                .set(key, SettingValue::Text(v))
+                .map_err(|e| error::to_pyerr(py, e))?;
+        }
+    }
+    Ok(c)
+}
+
 /// One node: a URL, a mapping, or a redis-py client; with the TLS material it carries (only
-/// for a TLS node: redis-py ignores `ssl_*` keys without `ssl=True`).
-fn node(name: &str, v: &Bound<'_, PyAny>) -> PyResult<(String, Given)> {
+/// for a TLS node: redis-py ignores `ssl_*` keys without `ssl=True`) and, for a Sentinel node,
+/// the login at its sentinels.
+fn node(name: &str, v: &Bound<'_, PyAny>) -> PyResult<(String, Given, Login)> {
     if v.is_instance_of::<PyString>() {
-        return Ok((text(name, v)?, Given::default()));
+        return Ok((text(name, v)?, Given::default(), Login::default()));
     }
     let py = v.py();
+    let mut login = Login::default();
+    let mut kind = Kind::Standalone;
     let (kwargs, client_tls) = if v.is_instance_of::<PyDict>() {
+        let d = v.cast::<PyDict>()?;
+        let item = |k: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+            Ok(d.get_item(k)?.filter(|v| !v.is_none()))
+        };
+        if let Some(list) = item("sentinels")? {
+            kind = Kind::Sentinel(
+                hosts(&format!("{name}.sentinels"), &list)?,
+                master_name(name, &item("service_name")?, &item("master_name")?)?,
+            );
+            for (slot, key) in LOGIN_NAMES.iter().enumerate() {
+                login[slot] = item(key)?
+                    .map(|v| text(&format!("{name}.{key}"), &v))
+                    .transpose()?;
+            }
+        }
+        if let Some(list) = item("cluster")? {
+            if matches!(kind, Kind::Sentinel(..)) {
+                return Err(error::invalid(
+                    py,
+                    format!(
+                        "{name}.cluster: give sentinels (a Sentinel-managed master) or cluster (a Redis Cluster), not both"
+                    ),
+                ));
+            }
+            for key in LOGIN_NAMES {
+                if item(key)?.is_some() {
+                    return Err(error::invalid(
+                        py,
+                        format!(
+                            "{name}.{key}: only a Sentinel-managed master (sentinels) has sentinels"
+                        ),
+                    ));
+                }
+            }
+            kind = Kind::Cluster(hosts(&format!("{name}.cluster"), &list)?);
+        }
+        if matches!(kind, Kind::Standalone) {
+            for key in ["service_name", "master_name"] {
+                if item(key)?.is_some() {
+                    return Err(error::invalid(
+                        py,
+                        format!(
+                            "{name}.{key}: names a Sentinel-managed master, which needs its sentinels"
+                        ),
+                    ));
+                }
+            }
+        }
         (v.clone(), false)
+    } else if let Ok(manager) = v.getattr("nodes_manager") {
+        // redis.cluster.RedisCluster / redis.asyncio.cluster.RedisCluster: the startup nodes
+        // it was given (else its nodes manager's), and the nodes' connection keywords.
+        let seeds = match v.getattr("startup_nodes") {
+            Ok(list) if list.is_instance_of::<PyList>() && list.len()? > 0 => list,
+            _ => manager.getattr("startup_nodes")?.call_method0("values")?,
+        };
+        let mut list = Vec::new();
+        for (k, seed) in seeds.try_iter()?.enumerate() {
+            let seed = seed?;
+            list.push((
+                text(
+                    &format!("{name}.startup_nodes[{k}].host"),
+                    &seed.getattr("host")?,
+                )?,
+                Some(port(
+                    &format!("{name}.startup_nodes[{k}].port"),
+                    &seed.getattr("port")?,
+                )?),
+            ));
+        }
+        kind = Kind::Cluster(list);
+        let kwargs = match v.getattr("connection_kwargs") {
+            Ok(k) if k.is_instance_of::<PyDict>() => k,
+            _ => manager.getattr("connection_kwargs")?,
+        };
+        let tls = ssl_class(&kwargs.cast::<PyDict>()?.get_item("connection_class")?);
+        (kwargs, tls)
     } else if let Ok(pool) = v.getattr("connection_pool") {
         // redis-py: the pool's connection_kwargs; TLS shows in the connection class.
-        let class: String = pool
-            .getattr("connection_class")
-            .and_then(|c| c.getattr("__name__"))
-            .and_then(|n| n.extract())
-            .unwrap_or_default();
-        (pool.getattr("connection_kwargs")?, class.contains("SSL"))
+        let tls = ssl_class(&pool.getattr("connection_class").ok());
+        if let (Ok(service), Ok(sentinel)) = (
+            pool.getattr("service_name"),
+            pool.getattr("sentinel_manager"),
+        ) {
+            // Sentinel.master_for(): the sentinels, the service name, and the sentinels' login.
+            if !pool
+                .getattr("is_master")
+                .and_then(|m| m.is_truthy())
+                .unwrap_or(true)
+            {
+                return Err(error::invalid(
+                    py,
+                    format!(
+                        "{name}: a client of a replica (Sentinel.slave_for); a lock needs the master: give sentinel.master_for(name)"
+                    ),
+                ));
+            }
+            let mut list = Vec::new();
+            for (k, s) in sentinel.getattr("sentinels")?.try_iter()?.enumerate() {
+                let kw = s?
+                    .getattr("connection_pool")?
+                    .getattr("connection_kwargs")?;
+                let kw = kw.cast::<PyDict>()?;
+                let what = format!("{name}.sentinels[{k}]");
+                let host = kw.get_item("host")?.filter(|h| !h.is_none());
+                let host = match host {
+                    Some(h) => text(&format!("{what}.host"), &h)?,
+                    None => "localhost".to_owned(),
+                };
+                let p = match kw.get_item("port")?.filter(|p| !p.is_none()) {
+                    Some(p) => Some(port(&format!("{what}.port"), &p)?),
+                    None => None,
+                };
+                list.push((host, p));
+                if k == 0 {
+                    for (slot, key) in ["username", "password"].iter().enumerate() {
+                        login[slot] = kw
+                            .get_item(key)?
+                            .filter(|v| !v.is_none())
+                            .map(|v| text(&format!("{what}.{key}"), &v))
+                            .transpose()?;
+                    }
+                }
+            }
+            kind = Kind::Sentinel(list, text(&format!("{name}.service_name"), &service)?);
+        }
+        (pool.getattr("connection_kwargs")?, tls)
+    } else if v.hasattr("sentinels")? && v.hasattr("discover_master")? {
+        return Err(error::invalid(
+            py,
+            format!(
+                "{name}: a redis.sentinel.Sentinel does not say which master to lock on: give \
+                 sentinel.master_for(\"NAME\") or a mapping {{\"sentinels\": [(host, port), …], \
+                 \"service_name\": \"NAME\"}}"
+            ),
+        ));
     } else {
         return Err(error::wrong_type(
             name,
-            "a URL, a mapping (host, port, username, password, db, ssl) or a redis.Redis client",
+            "a URL, a mapping (host, port, username, password, db, ssl; or sentinels and \
+             service_name; or cluster) or a redis-py client",
             v,
         ));
     };
@@ -366,13 +561,6 @@ fn node(name: &str, v: &Bound<'_, PyAny>) -> PyResult<(String, Given)> {
             .transpose()?
             .unwrap_or(false))
     };
-    let port = match get("port")? {
-        Some(p) => Some(
-            u16::try_from(count(&format!("{name}.port"), &p)?)
-                .map_err(|_| error::invalid(py, format!("{name}.port: must be at most 65535")))?,
-        ),
-        None => None,
-    };
     let db = match get("db")? {
         Some(d) => Some(i64::from(count(&format!("{name}.db"), &d)?)),
         None => None,
@@ -381,24 +569,166 @@ fn node(name: &str, v: &Bound<'_, PyAny>) -> PyResult<(String, Given)> {
     for (slot, key) in TLS_NAMES.iter().enumerate() {
         given[slot] = opt_text(key)?;
     }
-    let parts = ironlock::NodeParts {
-        host: opt_text("host")?,
-        port,
-        path: match opt_text("unix_socket_path")? {
-            Some(p) => Some(p),
-            None => opt_text("path")?,
-        },
+    let mut parts = ironlock::NodeParts {
         username: opt_text("username")?,
         password: opt_text("password")?,
         db,
         tls: client_tls || flag("ssl")? || flag("tls")?,
+        ..Default::default()
     };
+    let master_key = if kwargs.contains("master_name")? && !kwargs.contains("service_name")? {
+        "master_name"
+    } else {
+        "service_name"
+    };
+    let multi = match kind {
+        Kind::Standalone => None,
+        Kind::Sentinel(..) => Some("sentinels"),
+        Kind::Cluster(_) => Some("cluster"),
+    };
+    match kind {
+        Kind::Standalone => {
+            parts.host = opt_text("host")?;
+            parts.port = match get("port")? {
+                Some(p) => Some(u16::try_from(count(&format!("{name}.port"), &p)?).map_err(
+                    |_| error::invalid(py, format!("{name}.port: must be at most 65535")),
+                )?),
+                None => None,
+            };
+            parts.path = match opt_text("unix_socket_path")? {
+                Some(p) => Some(p),
+                None => opt_text("path")?,
+            };
+        }
+        Kind::Sentinel(list, master) => {
+            parts.sentinels = list;
+            parts.master_name = Some(master);
+        }
+        Kind::Cluster(list) => parts.cluster = list,
+    }
+    // A mapping of a Sentinel or Cluster voter names no host of its own.
+    if v.is_instance_of::<PyDict>() && multi.is_some() {
+        for key in ["host", "port", "unix_socket_path", "path"] {
+            if get(key)?.is_some() {
+                return Err(error::invalid(
+                    py,
+                    format!(
+                        "{name}.{key}: the addresses of this voter are in {}",
+                        multi.unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+    }
     if !parts.tls {
         given = Given::default();
     }
-    let url = ironlock::node_url(&parts)
-        .map_err(|e| error::invalid(py, format!("{name}.{}", e.message())))?;
-    Ok((url, given))
+    let url = ironlock::node_url(&parts).map_err(|e| {
+        let message = e.message();
+        let message = match message.strip_prefix("master_name:") {
+            Some(rest) => format!("{master_key}:{rest}"),
+            None => message.to_owned(),
+        };
+        error::invalid(py, format!("{name}.{message}"))
+    })?;
+    Ok((url, given, login))
+}
+
+/// What a node object stands for.
+enum Kind {
+    Standalone,
+    /// The sentinels and the master's name.
+    Sentinel(Vec<(String, Option<u16>)>, String),
+    /// The seed nodes.
+    Cluster(Vec<(String, Option<u16>)>),
+}
+
+/// True for redis-py's TLS connection classes (`SSLConnection`, `SentinelManagedSSLConnection`).
+fn ssl_class(class: &Option<Bound<'_, PyAny>>) -> bool {
+    class
+        .as_ref()
+        .filter(|c| !c.is_none())
+        .and_then(|c| c.getattr("__name__").ok())
+        .and_then(|n| n.extract::<String>().ok())
+        .is_some_and(|n| n.contains("SSL"))
+}
+
+/// A port: an int (or a str of digits, as some clients keep it) from 1 to 65535.
+fn port(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u16> {
+    let py = v.py();
+    let n = if v.is_instance_of::<PyString>() {
+        text(name, v)?
+            .trim()
+            .parse::<u32>()
+            .map_err(|_| error::invalid(py, format!("{name}: not a port number")))?
+    } else {
+        count(name, v)?
+    };
+    u16::try_from(n)
+        .ok()
+        .filter(|&p| p != 0)
+        .ok_or_else(|| error::invalid(py, format!("{name}: must be from 1 to 65535, got {n}")))
+}
+
+/// A list of addresses: `(host, port)` pairs or `"host:port"` strings.
+fn hosts(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<(String, Option<u16>)>> {
+    const EXPECTED: &str = "a list of (host, port) pairs or \"host:port\" strings";
+    if v.is_instance_of::<PyString>()
+        || !(v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>())
+    {
+        return Err(error::wrong_type(name, EXPECTED, v));
+    }
+    let mut list = Vec::new();
+    for (k, item) in v.try_iter()?.enumerate() {
+        let item = item?;
+        let what = format!("{name}[{k}]");
+        if item.is_instance_of::<PyString>() {
+            list.push((text(&what, &item)?, None));
+        } else if (item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>())
+            && item.len()? == 2
+        {
+            list.push((
+                text(&format!("{what}[0]"), &item.get_item(0)?)?,
+                Some(port(&format!("{what}[1]"), &item.get_item(1)?)?),
+            ));
+        } else {
+            return Err(error::wrong_type(
+                &what,
+                "a (host, port) pair or a \"host:port\" str",
+                &item,
+            ));
+        }
+    }
+    if list.is_empty() {
+        return Err(error::invalid(v.py(), format!("{name}: empty list")));
+    }
+    Ok(list)
+}
+
+/// A Sentinel mapping's master name: `service_name` (redis-py's word) or `master_name`.
+fn master_name(
+    name: &str,
+    service: &Option<Bound<'_, PyAny>>,
+    master: &Option<Bound<'_, PyAny>>,
+) -> PyResult<String> {
+    let py = service.as_ref().or(master.as_ref()).map(|v| v.py());
+    let service = service
+        .as_ref()
+        .map(|v| text(&format!("{name}.service_name"), v))
+        .transpose()?;
+    let master = master
+        .as_ref()
+        .map(|v| text(&format!("{name}.master_name"), v))
+        .transpose()?;
+    match (service, master, py) {
+        (Some(s), Some(m), Some(py)) if s != m => Err(error::invalid(
+            py,
+            format!("{name}.master_name: differs from service_name (give one of them)"),
+        )),
+        (Some(s), _, _) | (None, Some(s), _) => Ok(s),
+        // Refused by the core, named after the key redis-py uses.
+        _ => Ok(String::new()),
+    }
 }
 
 /// `acquire`'s keyword arguments: wait, fencing, retry_count, fair.

@@ -103,3 +103,144 @@ def test_a_redis_cluster_is_one_voter(name: str) -> None:
         m.close()
     finally:
         c.close()
+
+
+def _addresses(url: str) -> tuple[list[tuple[str, int]], str]:
+    """The (host, port) pairs and the master name of a redis-sentinel:// or redis-cluster://
+    URL as the harness prints it (no credentials, no database)."""
+    rest = url.split("://", 1)[1]
+    rest, _, master = rest.partition("#")
+    pairs = []
+    for hp in rest.split(","):
+        host, _, port = hp.rpartition(":")
+        pairs.append((host, int(port)))
+    return pairs, master
+
+
+def test_sentinel_voters_as_mappings_and_redis_py_clients(name: str) -> None:
+    import redis
+    import redis.sentinel
+
+    g = Cluster(0, sentinel="1,3")
+    try:
+        sentinels, master = _addresses(g.sentinel_url)
+        fast = dict(restart_quarantine=False, connect_timeout=5.0, node_timeout=0.5)
+        forms = [
+            {"sentinels": sentinels, "service_name": master},
+            {"sentinels": [f"{h}:{p}" for h, p in sentinels], "master_name": master, "db": 0},
+            redis.sentinel.Sentinel(sentinels).master_for(master),
+        ]
+        for form in forms:
+            with ironlock.LockManager([form], **fast) as m:
+                assert m.nodes == [g.sentinel_url], form
+                lock = m.acquire(name, 2.0)
+                assert g.cmd(g.master(), "GET", name) == lock.token
+                assert lock.release()
+        # Credentials and a database: percent-encoded into the URL, shown masked.
+        shown = ironlock.LockManager(
+            [{"sentinels": sentinels[:1], "service_name": master, "username": "app",
+              "password": "p@ss#w/rd%", "db": 2, "sentinel_password": "s3cret#"}],
+            connect_timeout=0.2,
+        )
+        h, p = sentinels[0]
+        assert shown.nodes == [f"redis-sentinel://app:***@{h}:{p}/2#{master}"]
+        assert "p@ss" not in repr(shown) and "s3cret" not in repr(shown)
+        shown.close()
+        # The manager has one sentinel login: a node's must agree with the setting.
+        with pytest.raises(ironlock.InvalidArgumentError, match=r"nodes\[0\]\.sentinel_password") as e:
+            ironlock.LockManager(
+                [{"sentinels": sentinels, "service_name": master, "sentinel_password": "one1"}],
+                sentinel_password="two2",
+            )
+        assert "one1" not in str(e.value) and "two2" not in str(e.value)
+        client = redis.sentinel.Sentinel(
+            sentinels, sentinel_kwargs={"password": "one1"}
+        ).master_for(master)
+        with pytest.raises(ironlock.InvalidArgumentError, match=r"nodes\[1\]\.sentinel_password"):
+            ironlock.LockManager(
+                [{"sentinels": sentinels, "service_name": master, "sentinel_password": "two2"},
+                 client],
+            )
+        ironlock.LockManager(
+            [{"sentinels": sentinels, "service_name": master, "sentinel_password": "same"}],
+            sentinel_password="same", connect_timeout=0.2,
+        ).close()
+        # A Sentinel object names no master; a replica's client is not a voter.
+        with pytest.raises(ironlock.InvalidArgumentError, match=r"master_for"):
+            ironlock.LockManager([redis.sentinel.Sentinel(sentinels)])
+        with pytest.raises(ironlock.InvalidArgumentError, match=r"master_for"):
+            ironlock.LockManager([redis.sentinel.Sentinel(sentinels).slave_for(master)])
+    finally:
+        g.close()
+
+
+def test_cluster_voters_as_mappings_and_redis_py_clients(name: str) -> None:
+    import redis.asyncio.cluster
+    import redis.cluster
+
+    c = Cluster(0, cluster="3,1")
+    try:
+        seeds, _ = _addresses(c.cluster_url)
+        fast = dict(restart_quarantine=False, connect_timeout=5.0)
+        first_two = "redis-cluster://" + ",".join(f"{h}:{p}" for h, p in seeds[:2])
+        client = redis.cluster.RedisCluster(
+            startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in seeds[:2]]
+        )
+        forms = [
+            ({"cluster": seeds}, c.cluster_url),
+            ({"cluster": [f"{h}:{p}" for h, p in seeds[:2]]}, first_two),
+            (client, first_two),
+        ]
+        for form, url in forms:
+            with ironlock.LockManager([form], **fast) as m:
+                assert m.nodes == [url]
+                for i in range(5):
+                    lock = m.acquire(f"{name}:{i}", 2.0, fencing=True)
+                    assert lock.valid and lock.release()
+        client.close()
+        h, p = seeds[0]
+        lazy = redis.asyncio.cluster.RedisCluster(host=h, port=p)
+        m = ironlock.LockManager([lazy], connect_timeout=0.2, **FAST_OFF)
+        assert m.nodes == [f"redis-cluster://{h}:{p}"]
+        m.close()
+        shown = ironlock.LockManager(
+            [{"cluster": seeds[:1], "username": "app", "password": "p@ss#w/rd%", "ssl": True}],
+            connect_timeout=0.2,
+        )
+        assert shown.nodes == [f"rediss-cluster://app:***@{h}:{p}"]
+        shown.close()
+    finally:
+        c.close()
+
+
+FAST_OFF = dict(restart_quarantine=False)
+
+
+@pytest.mark.parametrize(
+    "node, pattern",
+    [
+        ({"sentinels": [("h", 1)]}, r"nodes\[0\]\.service_name: a Sentinel-managed master needs"),
+        ({"sentinels": [("h", 1)], "master_name": ""}, r"nodes\[0\]\.master_name:"),
+        ({"sentinels": [("h", 1)], "service_name": "a b"}, r"nodes\[0\]\.service_name: must be a plain"),
+        ({"sentinels": [("h", 1)], "service_name": "m", "master_name": "n"}, r"nodes\[0\]\.master_name: differs"),
+        ({"sentinels": [("h", 1)], "service_name": "m", "host": "x"}, r"nodes\[0\]\.host: .* in sentinels"),
+        ({"sentinels": [("h", 1)], "service_name": "m", "cluster": ["c:1"]}, r"nodes\[0\]\.cluster: give"),
+        ({"sentinels": [], "service_name": "m"}, r"nodes\[0\]\.sentinels: empty"),
+        ({"sentinels": ["h:x"], "service_name": "m"}, r"nodes\[0\]\.sentinels\[0\]:"),
+        ({"sentinels": [("h", 70000)], "service_name": "m"}, r"nodes\[0\]\.sentinels\[0\]\[1\]:"),
+        ({"cluster": ["c:1"], "db": 1}, r"nodes\[0\]\.db: a Redis Cluster has only database 0"),
+        ({"cluster": ["c:1"], "port": 1}, r"nodes\[0\]\.port: .* in cluster"),
+        ({"cluster": ["c:1"], "sentinel_password": "x"}, r"nodes\[0\]\.sentinel_password: only"),
+        ({"service_name": "m", "host": "h"}, r"nodes\[0\]\.service_name: names a Sentinel"),
+    ],
+)
+def test_sentinel_and_cluster_mappings_name_the_bad_part(node: dict, pattern: str) -> None:
+    with pytest.raises(ironlock.InvalidArgumentError, match=pattern):
+        ironlock.LockManager([node])
+
+
+def test_sentinel_and_cluster_address_lists_of_a_wrong_type_are_named() -> None:
+    with pytest.raises(ironlock.ArgumentTypeError, match=r"nodes\[0\]\.sentinels: expected a list"):
+        ironlock.LockManager([{"sentinels": "h:1", "service_name": "m"}])
+    with pytest.raises(ironlock.ArgumentTypeError, match=r"nodes\[0\]\.cluster\[0\]: expected"):
+        ironlock.LockManager([{"cluster": [1]}])

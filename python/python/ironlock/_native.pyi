@@ -2,7 +2,20 @@
 
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Awaitable, Dict, List, Mapping, Optional, Sequence, Type, Union, final
+from typing import (
+    Any,
+    Awaitable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypedDict,
+    Union,
+    final,
+)
 
 from typing_extensions import disjoint_base
 
@@ -10,7 +23,36 @@ from .exceptions import NodeReport
 
 _Seconds = Union[float, int, timedelta]
 _Resources = Union[str, Sequence[str]]
-_Nodes = Union[None, str, Sequence[Union[str, Mapping[str, Any], Any]]]
+_Address = Union[str, Tuple[str, int]]
+
+class _SentinelNode(TypedDict, total=False):
+    """A Sentinel-managed master: its sentinels, its name (``service_name``, or
+    ``master_name``), the data nodes' login and database, and the sentinels' own login (which
+    must equal the manager's ``sentinel_username`` / ``sentinel_password`` when both are given)."""
+
+    sentinels: Sequence[_Address]
+    service_name: str
+    master_name: str
+    username: str
+    password: str
+    db: int
+    ssl: bool
+    sentinel_username: str
+    sentinel_password: str
+
+class _ClusterNode(TypedDict, total=False):
+    """A Redis Cluster: its seed nodes and its nodes' login."""
+
+    cluster: Sequence[_Address]
+    username: str
+    password: str
+    ssl: bool
+
+# A node: a URL; a mapping with redis-py's keywords (host, port, username, password, db, ssl,
+# unix_socket_path), a _SentinelNode or a _ClusterNode; or a redis-py client (redis.Redis,
+# redis.asyncio.Redis, Sentinel.master_for(), redis.cluster.RedisCluster).
+_Node = Union[str, _SentinelNode, _ClusterNode, Mapping[str, Any], Any]
+_Nodes = Union[None, str, Sequence[_Node]]
 
 __all__ = [
     "AsyncLock",

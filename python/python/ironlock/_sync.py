@@ -261,9 +261,12 @@ class LockManager(_native.LockManager):
     max_extensions=None, extension_threshold=None, fair=False, queue_timeout=None)`` — durations
     in float seconds or ``datetime.timedelta``. ``nodes``: a list of URLs, of mappings with
     redis-py's keywords (``host``, ``port``, ``username``, ``password``, ``db``, ``ssl``,
-    ``unix_socket_path``) or of ``redis.Redis`` clients (their settings are read; ironlock keeps
-    its own connections), or one comma-separated str; None: ``IRONLOCK_NODES``, then
-    ``REDIS_URL``. The constructor
+    ``unix_socket_path``; a Sentinel-managed master: ``sentinels`` as ``[(host, port), …]`` or
+    ``["host:port", …]``, ``service_name``, and optionally ``sentinel_username`` /
+    ``sentinel_password``; a Redis Cluster: ``cluster`` as seed addresses) or of redis-py
+    clients (``redis.Redis``, ``Sentinel.master_for(name)``, ``redis.cluster.RedisCluster``:
+    their settings are read; ironlock keeps its own connections), or one comma-separated str;
+    None: ``IRONLOCK_NODES``, then ``REDIS_URL``. The constructor
     connects to every node at once and returns once a quorum is connected (a node that is down
     or unresolvable is a failing voter, not a start-up failure). Thread-safe; safe to use after
     ``os.fork()`` (the child reconnects).
