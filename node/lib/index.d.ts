@@ -192,11 +192,76 @@ export interface NodeRedisOptions {
   database?: number
 }
 
+/** A sentinel or cluster seed address: `{host, port}`, `"host:port"` or a port number. */
+export type NodeAddress = { host?: string; port?: number } | string | number
+
 /**
- * One node: a URL, an options object, or an ioredis / node-redis client instance (its `options`
- * are read; ironlock opens its own connection).
+ * A Sentinel-managed master as ioredis's Sentinel options: one voter. The credentials and `db`
+ * are the data nodes'; `sentinelUsername` / `sentinelPassword` must equal the manager's settings
+ * when both are given (a manager has one sentinel login). TLS applies to the sentinels and the
+ * master alike (`rediss-sentinel://`).
  */
-export type RedisNode = string | NodeOptions | NodeRedisOptions | { options: object }
+export interface SentinelNodeOptions {
+  /** The sentinels (port 26379 when not given). */
+  sentinels: NodeAddress[]
+  /** The master's name among the sentinels. */
+  name: string
+  /** ACL user name of the data nodes. */
+  username?: string
+  /** Password of the data nodes (never shown). */
+  password?: string
+  /** Database number. */
+  db?: number
+  /** ACL user name at the sentinels (the manager's `sentinelUsername`). */
+  sentinelUsername?: string
+  /** The sentinels' password (the manager's `sentinelPassword`; never shown). */
+  sentinelPassword?: string
+  /** TLS with the master and the sentinels alike: `true`, or node:tls options as `NodeOptions.tls`. */
+  tls?: NodeOptions['tls']
+  /** ioredis's TLS options for the sentinels: must agree with `tls` (on for both, or off). */
+  sentinelTLS?: NodeOptions['tls']
+  /** ioredis's key prefix; ironlock uses it as `keyPrefix` when every client agrees. */
+  keyPrefix?: string
+}
+
+/** A Redis Cluster given by its seed nodes: one voter (database 0 only). */
+export interface ClusterNodeOptions {
+  /** The seed nodes (port 6379 when not given); the others are found from them. */
+  cluster: NodeAddress[]
+  /** ACL user name of the cluster's nodes. */
+  username?: string
+  /** Password of the cluster's nodes (never shown). */
+  password?: string
+  /** TLS: `true`, or node:tls options as `NodeOptions.tls`. */
+  tls?: NodeOptions['tls']
+  /** A key prefix; ironlock uses it as `keyPrefix` when every node object agrees. */
+  keyPrefix?: string
+}
+
+/** An ioredis `Cluster` instance: its `startupNodes` and `options.redisOptions` are read. */
+export interface ClusterClientLike {
+  /** Set by ioredis on every `Cluster`. */
+  isCluster: true
+  /** The seed nodes the cluster client was created with. */
+  startupNodes: NodeAddress[]
+  /** The cluster client's options (`redisOptions`: username, password, tls; `keyPrefix`). */
+  options: object
+}
+
+/**
+ * One node: a URL, an options object (a standalone node's, ioredis's Sentinel options, or a
+ * cluster's seeds), or an ioredis / node-redis client instance (its `options` are read; an
+ * ioredis `Cluster` or Sentinel-configured client is one voter; ironlock opens its own
+ * connections).
+ */
+export type RedisNode =
+  | string
+  | NodeOptions
+  | NodeRedisOptions
+  | SentinelNodeOptions
+  | ClusterNodeOptions
+  | ClusterClientLike
+  | { options: object }
 
 /**
  * The nodes of a manager: node values, one comma-separated string of URLs, or nothing

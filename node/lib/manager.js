@@ -8,7 +8,7 @@ const util = require('node:util')
 const native = require('../index.js')
 const errors = require('./errors.js')
 const args = require('./args.js')
-const { resolveNodes } = require('./nodes.js')
+const { resolveNodes, applyLogins } = require('./nodes.js')
 const { complete, start, abortReason } = require('./calls.js')
 const { Lock, runUsing } = require('./lock.js')
 
@@ -118,8 +118,10 @@ class Semaphore {
  * Takes Redlock locks over N independent Redis masters.
  * `nodes`: URLs (`redis://[user:password@]host:port[/db]`, `rediss://`, `unix://`), one
  * comma-separated string of them, ioredis / node-redis clients or their options objects (their
- * settings are read; ironlock opens its own connections), or nothing (`IRONLOCK_NODES`, then
- * `REDIS_URL`). `settings`: the manager settings in camelCase (`retryCount`, `maxTtl`,
+ * settings are read; ironlock opens its own connections; ioredis's Sentinel options
+ * `{sentinels, name, …}` or a Sentinel-configured client is one Sentinel-managed voter,
+ * `{cluster: [{host, port}, …], …}` or an ioredis `Cluster` one Redis Cluster voter), or nothing
+ * (`IRONLOCK_NODES`, then `REDIS_URL`). `settings`: the manager settings in camelCase (`retryCount`, `maxTtl`,
  * `restartQuarantine`, …), durations in integer milliseconds.
  */
 class LockManager extends EventEmitter {
@@ -128,7 +130,9 @@ class LockManager extends EventEmitter {
     // Settings first: an unknown name (`masters`, another library's word for the nodes) is
     // named as such, not reported as a missing node list.
     const s = args.settings(settings)
-    const { urls, nodes: given, nodeTls, keyPrefix } = resolveNodes(nodes)
+    const { urls, nodes: given, nodeTls, keyPrefix, logins } = resolveNodes(nodes)
+    // A Sentinel node's login at its sentinels is the manager's (one per manager).
+    applyLogins(s, logins)
     // TLS options a node object carries are that node's own (over settings.tls).
     if (nodeTls?.length) s.nodeTls = nodeTls
     // The key prefix the client objects agree on, unless given explicitly.

@@ -2,8 +2,10 @@
 // The node list in the forms Node users have at hand: URL strings, one comma-separated
 // string, nothing (IRONLOCK_NODES, then REDIS_URL), option objects (ioredis's `{host, port,
 // username, password, db, tls, path}` or node-redis's `{url}` / `{socket: {host, port, tls},
-// username, password, database}`) and ioredis or node-redis client instances, whose options are
-// read. ironlock keeps its own connections: a client only says where its node is. The URL rules
+// username, password, database}`; a Sentinel-managed master as ioredis's Sentinel options
+// `{sentinels, name, …}`; a Redis Cluster as `{cluster: [{host, port}, …], …}`) and ioredis or
+// node-redis client instances (an ioredis `Cluster` and Sentinel-configured ioredis clients too),
+// whose options are read. ironlock keeps its own connections: a client only says where its node is. The URL rules
 // (splitting, the environment, percent-encoding credentials) are the core's.
 
 const native = require('../index.js')
@@ -53,18 +55,130 @@ function tlsOf(what, tls) {
   return { on: true, ca: text(tls.ca), cert: text(tls.cert), key: text(tls.key), servername: tls.servername }
 }
 
+/**
+ * `[{host, port}]` for the native layer from ioredis's address forms: `{host, port}` objects,
+ * `"host:port"` strings (or `redis://host:port` URLs) and port numbers.
+ */
+function addresses(what, list) {
+  if (!Array.isArray(list)) {
+    throw invalid(`${what}: expected an array of {host, port} objects, got ${describe(list)}`)
+  }
+  if (list.length === 0) throw invalid(`${what}: empty array`)
+  const num = (p) => (p === undefined || p === null ? undefined : Number(p))
+  return list.map((a, k) => {
+    const w = `${what}[${k}]`
+    if (typeof a === 'number') return { host: '127.0.0.1', port: a }
+    if (typeof a === 'string') {
+      if (!a.includes('://')) return { host: a }
+      let u
+      try {
+        u = new URL(a)
+      } catch {
+        throw invalid(`${w}: not a host:port or a URL: ${cut(a)}`)
+      }
+      return { host: u.hostname, port: num(u.port === '' ? undefined : u.port) }
+    }
+    if (typeof a === 'object' && a !== null && !Array.isArray(a)) {
+      const host = a.host ?? '127.0.0.1'
+      if (typeof host !== 'string') throw invalid(`${w}.host: expected a string, got ${describe(host)}`)
+      return { host, port: num(a.port) }
+    }
+    throw invalid(`${w}: expected {host, port}, "host:port" or a port number, got ${describe(a)}`)
+  })
+}
+
+/** A string option of `what`, or undefined (null and undefined: not given). */
+function optText(what, v) {
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'string') throw invalid(`${what}: expected a string, got ${describe(v)}`)
+  return v
+}
+
+/**
+ * A Sentinel-managed master (ioredis's Sentinel options `{sentinels, name, username, password,
+ * db, sentinelUsername, sentinelPassword, tls}`, of an options object or of an ioredis client)
+ * or a Redis Cluster (`{cluster: [{host, port}], username, password, tls}`, or an ioredis
+ * `Cluster`: its `startupNodes` and `options.redisOptions`): its URL, TLS, key prefix and the
+ * sentinels' login.
+ */
+function multiNode(what, o, kind) {
+  const client = isClient(o)
+  let opts
+  let seeds
+  let keyPrefix
+  if (kind === 'cluster' && o.isCluster === true) {
+    opts = typeof o.options?.redisOptions === 'object' && o.options.redisOptions !== null ? o.options.redisOptions : {}
+    seeds = addresses(`${what}.startupNodes`, o.startupNodes)
+    keyPrefix = o.options?.keyPrefix ?? opts.keyPrefix
+  } else {
+    opts = client ? o.options : o
+    if (kind === 'cluster') {
+      const key = opts.cluster !== undefined ? 'cluster' : 'startupNodes'
+      seeds = addresses(`${what}.${key}`, opts[key])
+    } else {
+      seeds = addresses(`${what}.sentinels`, opts.sentinels)
+    }
+    keyPrefix = opts.keyPrefix
+  }
+  const parts = {
+    username: optText(`${what}.username`, opts.username),
+    password: optText(`${what}.password`, opts.password),
+    db: opts.db === undefined || opts.db === null ? undefined : Number(opts.db),
+  }
+  let tls
+  let login
+  if (kind === 'sentinel') {
+    if (opts.role === 'slave') {
+      throw invalid(`${what}.role: a lock needs the master; leave role unset (or 'master')`)
+    }
+    // ironlock speaks TLS to the sentinels and the data nodes alike (rediss-sentinel://).
+    if (opts.sentinelTLS !== undefined && opts.tls !== undefined && Boolean(opts.sentinelTLS) !== Boolean(opts.tls)) {
+      throw invalid(`${what}.sentinelTLS: ironlock uses TLS with both the sentinels and the master, or with neither`)
+    }
+    tls = tlsOf(`${what}.tls`, opts.tls ?? opts.sentinelTLS)
+    parts.sentinels = seeds
+    parts.name = optText(`${what}.name`, opts.name)
+    login = {
+      what,
+      username: optText(`${what}.sentinelUsername`, opts.sentinelUsername),
+      password: optText(`${what}.sentinelPassword`, opts.sentinelPassword),
+    }
+    if (!client) {
+      // An options object names no host of its own (an ioredis client always has defaults).
+      for (const key of ['host', 'port', 'path']) {
+        if (opts[key] !== undefined) throw invalid(`${what}.${key}: the addresses of this voter are in sentinels`)
+      }
+    }
+  } else {
+    tls = tlsOf(`${what}.tls`, opts.tls)
+    parts.cluster = seeds
+    if (!client) {
+      for (const key of ['host', 'port', 'path', 'sentinels', 'name']) {
+        if (opts[key] !== undefined) throw invalid(`${what}.${key}: the addresses of this voter are in cluster`)
+      }
+    }
+  }
+  parts.tls = tls.on
+  const url = call(() => native.nodeUrl(what, parts))
+  const own = ['ca', 'cert', 'key', 'servername'].some((k) => tls[k] !== undefined)
+  const nodeTls = own ? { ca: tls.ca, cert: tls.cert, key: tls.key, servername: tls.servername } : undefined
+  keyPrefix = typeof keyPrefix === 'string' && keyPrefix !== '' ? keyPrefix : undefined
+  return { url, nodeTls, keyPrefix, login }
+}
+
 /** A node given as an object: its URL, and the settings it implies (CA, key prefix). */
 function objectNode(what, o) {
   const client = isClient(o)
   const opts = client ? o.options : o
-  if (o.isCluster === true || Array.isArray(opts.startupNodes) || Array.isArray(opts.rootNodes)) {
+  if (Array.isArray(opts.rootNodes)) {
     throw invalid(
-      `${what}: a Redis Cluster client; Redlock needs independent masters: give one client or URL per master`,
+      `${what}: a node-redis cluster client; give {cluster: [{host, port}, …]}, an ioredis Cluster or a redis-cluster:// URL`,
     )
   }
-  if (Array.isArray(opts.sentinels)) {
-    throw invalid(`${what}: a Sentinel client; give the masters' URLs (or clients) instead`)
+  if (o.isCluster === true || (!client && (opts.cluster !== undefined || opts.startupNodes !== undefined))) {
+    return multiNode(what, o, 'cluster')
   }
+  if (opts.sentinels !== undefined && opts.sentinels !== null) return multiNode(what, o, 'sentinel')
   const socket = typeof opts.socket === 'object' && opts.socket !== null ? opts.socket : {}
   const host = opts.host ?? socket.host
   const port = opts.port ?? socket.port
@@ -121,6 +235,7 @@ function resolveNodes(given) {
   const urls = []
   const nodes = []
   const nodeTls = []
+  const logins = []
   const prefixes = new Set()
   list.forEach((v, i) => {
     const what = `nodes[${i}]`
@@ -141,6 +256,7 @@ function resolveNodes(given) {
     // password into them, so its votes are keyed by the report's password-free URL instead.
     nodes.push(isClient(v) ? v : null)
     if (node.nodeTls) nodeTls.push({ index: i, ...node.nodeTls })
+    if (node.login) logins.push(node.login)
     prefixes.add(node.keyPrefix)
   })
   if (prefixes.size > 1) {
@@ -148,7 +264,32 @@ function resolveNodes(given) {
       `nodes: the clients use different key prefixes (${cut([...prefixes].map(String).join(', '))}); set settings.keyPrefix instead`,
     )
   }
-  return { urls, nodes, nodeTls, keyPrefix: [...prefixes][0] }
+  return { urls, nodes, nodeTls, keyPrefix: [...prefixes][0], logins }
 }
 
-module.exports = { resolveNodes }
+/**
+ * The sentinels' login the nodes carry → settings `s` (changed in place): a manager logs in to
+ * every sentinel with one `sentinelUsername` / `sentinelPassword`, so a node's must equal the
+ * setting (or another node's) or it is refused, named; the values are never shown.
+ */
+function applyLogins(s, logins) {
+  for (const [key, slot] of [
+    ['sentinelUsername', 'username'],
+    ['sentinelPassword', 'password'],
+  ]) {
+    let chosen = s[key] !== undefined && s[key] !== null ? { from: `settings.${key}`, value: s[key] } : undefined
+    for (const login of logins ?? []) {
+      const value = login[slot]
+      if (value === undefined) continue
+      if (chosen === undefined) chosen = { from: `${login.what}.${key}`, value }
+      else if (chosen.value !== value) {
+        throw invalid(
+          `${login.what}.${key}: differs from ${chosen.from}; a manager logs in to every sentinel with one ${key}`,
+        )
+      }
+    }
+    if (chosen !== undefined) s[key] = chosen.value
+  }
+}
+
+module.exports = { resolveNodes, applyLogins }

@@ -1,7 +1,8 @@
 //! Node lists in Node's forms, through the core's rules: a comma-separated string, the
 //! environment (`IRONLOCK_NODES`, then `REDIS_URL`), and a node given as parts (read by the JS
-//! layer from an options object or an ioredis / node-redis client) turned into a URL with its
-//! credentials percent-encoded.
+//! layer from an options object or an ioredis / node-redis client; a Sentinel-managed master's
+//! sentinels and name, a Redis Cluster's seed nodes) turned into a URL with its credentials
+//! percent-encoded.
 
 use ironlock::NodeParts as CoreParts;
 use napi_derive::napi;
@@ -24,8 +25,21 @@ pub struct NodeParts {
     pub password: Option<String>,
     /// Database number.
     pub db: Option<f64>,
-    /// TLS (`rediss://`).
+    /// TLS (`rediss://`, `rediss-sentinel://`, `rediss-cluster://`).
     pub tls: Option<bool>,
+    /// The sentinels of a Sentinel-managed master (ioredis's `sentinels`).
+    pub sentinels: Option<Vec<NodeAddress>>,
+    /// The master's name among the sentinels (ioredis's `name`).
+    pub name: Option<String>,
+    /// The seed nodes of a Redis Cluster.
+    pub cluster: Option<Vec<NodeAddress>>,
+}
+
+/// One sentinel or seed node: a host (or `host:port` without `port`) and a port.
+#[napi(object)]
+pub struct NodeAddress {
+    pub host: String,
+    pub port: Option<f64>,
 }
 
 /// The URL of node `what` (e.g. `nodes[2]`, named in errors) given as parts.
@@ -52,6 +66,27 @@ pub fn node_url(what: String, parts: NodeParts) -> napi::Result<String> {
                 )));
             }
         };
+        let addresses = |field: &str, list: Option<Vec<NodeAddress>>| {
+            list.unwrap_or_default()
+                .into_iter()
+                .enumerate()
+                .map(|(k, a)| {
+                    let port = match a.port {
+                        None => None,
+                        Some(p) if p.fract() == 0.0 && (1.0..=65535.0).contains(&p) => {
+                            Some(p as u16)
+                        }
+                        Some(p) => {
+                            return Err(invalid(format!(
+                                "{what}.{field}[{k}].port: must be an integer from 1 to 65535, got {}",
+                                shown(p)
+                            )));
+                        }
+                    };
+                    Ok((a.host, port))
+                })
+                .collect::<napi::Result<Vec<_>>>()
+        };
         let core = CoreParts {
             host: parts.host,
             port,
@@ -60,12 +95,18 @@ pub fn node_url(what: String, parts: NodeParts) -> napi::Result<String> {
             password: parts.password,
             db,
             tls: parts.tls.unwrap_or(false),
+            sentinels: addresses("sentinels", parts.sentinels)?,
+            master_name: parts.name,
+            cluster: addresses("cluster", parts.cluster)?,
         };
         ironlock::node_url(&core).map_err(|e| {
-            to_napi(ironlock::Error::new(
-                e.kind(),
-                format!("{what}.{}", e.message()),
-            ))
+            // The core names the master `master_name`; ioredis calls it `name`.
+            let message = e.message();
+            let message = match message.strip_prefix("master_name:") {
+                Some(rest) => format!("name:{rest}"),
+                None => message.to_owned(),
+            };
+            to_napi(ironlock::Error::new(e.kind(), format!("{what}.{message}")))
         })
     })
 }
