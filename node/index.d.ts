@@ -162,6 +162,14 @@ export declare function debugPanic(inTask: boolean): Promise<void>
  */
 export declare function drain(limitMs: number): Promise<boolean>
 
+/** One sentinel or seed node: a host (or `host:port` without `port`) and a port. */
+export interface NodeAddress {
+  /** Host name or address (`host:port` when `port` is not given). */
+  host: string
+  /** TCP port (26379 for a sentinel, 6379 for a seed node when not given). */
+  port?: number
+}
+
 /** What one node holds under a resource's key (`LockManager#inspect`). */
 export interface NodeHolder {
   /** The node's URL, password replaced by `***`. */
@@ -192,8 +200,14 @@ export interface NodeParts {
   password?: string
   /** Database number. */
   db?: number
-  /** TLS (`rediss://`). */
+  /** TLS (`rediss://`, `rediss-sentinel://`, `rediss-cluster://`). */
   tls?: boolean
+  /** The sentinels of a Sentinel-managed master (ioredis's `sentinels`). */
+  sentinels?: Array<NodeAddress>
+  /** The master's name among the sentinels (ioredis's `name`). */
+  name?: string
+  /** The seed nodes of a Redis Cluster. */
+  cluster?: Array<NodeAddress>
 }
 
 /** One permit of a semaphore on one node. */

@@ -38,7 +38,9 @@ pub struct NodeParts {
 /// One sentinel or seed node: a host (or `host:port` without `port`) and a port.
 #[napi(object)]
 pub struct NodeAddress {
+    /// Host name or address (`host:port` when `port` is not given).
     pub host: String,
+    /// TCP port (26379 for a sentinel, 6379 for a seed node when not given).
     pub port: Option<f64>,
 }
 
