@@ -190,8 +190,15 @@ fn parse_multi(
     };
     if kind == Multi::Sentinel && (master.is_empty() || master.contains(['/', '@', ',', ' '])) {
         return Err(Error::invalid(format!(
-            "{name}: the master name after '#' must be a plain name, got {:?} ({example})",
-            cut(master)
+            "{name}: the master name after '#' must be a plain name{} ({example}); {ENCODE_HINT}",
+            quoted_if_plain(master)
+        )));
+    }
+    // Options after '?' (a `pass=` among them) are not part of these forms: refused without
+    // quoting them.
+    if rest.contains('?') {
+        return Err(Error::invalid(format!(
+            "{name}: a {scheme}:// URL takes no '?' options ({example}); {ENCODE_HINT}"
         )));
     }
     let (userinfo, rest) = match rest.rsplit_once('@') {
@@ -206,8 +213,8 @@ fn parse_multi(
         None | Some("") => 0,
         Some(d) => d.parse().map_err(|_| {
             Error::invalid(format!(
-                "{name}: the database after '/' must be a number, got {:?}",
-                cut(d)
+                "{name}: the database after '/' must be a number{}; {ENCODE_HINT}",
+                quoted_if_plain(d)
             ))
         })?,
     };
@@ -235,8 +242,8 @@ fn parse_multi(
             });
         let Some(u) = parsed else {
             return Err(Error::invalid(format!(
-                "{name}: {what} {k} {:?} is not host[:port] ({example})",
-                cut(host)
+                "{name}: {what} {k}{} is not host[:port] ({example}); {ENCODE_HINT}",
+                quoted_if_plain(host)
             )));
         };
         let h = u
@@ -326,6 +333,21 @@ fn parse_multi(
             cluster: Some(ClusterSpec { seeds: sentinels }),
         },
     })
+}
+
+/// `, got "text"` when `text` is plainly not a secret (the characters of a host name, a port
+/// list or a number), else nothing: a piece of a URL that did not parse may be a piece of a
+/// password with an unencoded reserved character, and is never quoted then.
+fn quoted_if_plain(text: &str) -> String {
+    let plain = text.len() <= 80
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-_:[]".contains(c));
+    if plain {
+        format!(", got {text:?}")
+    } else {
+        String::new()
+    }
 }
 
 /// Text that a Redis URL never holds where the parser put it, and that most likely is a piece of

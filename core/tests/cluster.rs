@@ -169,3 +169,28 @@ fn cluster_urls_parse_and_bad_ones_name_the_argument() {
         ]
     );
 }
+
+#[test]
+fn unparsable_parts_of_sentinel_and_cluster_urls_never_quote_a_password() {
+    // Found by the config fuzzer: a seed host with a `?…pass=` tail was quoted in the error.
+    for url in [
+        "rediss-cluster://.soc\0k?db=1&pass=hunter2secret",
+        "redis-cluster://h:1/x?pass=hunter2secret",
+        "redis-sentinel://h:1?password=hunter2secret#m",
+        "redis-sentinel://u:hunter2#secret@h:1",
+        "redis-sentinel://h:1/x?pass=hunter2secret#m",
+        "redis-cluster://h:1,hunter2secret@@x",
+    ] {
+        let checked = Config::new([url]).check();
+        let shown = match &checked {
+            Err(e) => {
+                assert!(e.message().starts_with("nodes[0]: "), "{url:?}: {e}");
+                format!("{e} {e:?}")
+            }
+            Ok(()) => String::new(),
+        } + &format!("{:?}", Config::new([url]));
+        for piece in ["hunter2", "secret"] {
+            assert!(!shown.contains(piece), "{url:?}: {shown}");
+        }
+    }
+}
