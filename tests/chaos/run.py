@@ -812,9 +812,12 @@ def scenarios() -> List[Scenario]:
                  SAFE + " (N = 1 Redis Cluster voter, 3 shards with a replica each: the "
                  "resource's shard master killed after its replication was cut; the cluster "
                  "promotes the replica; 2 Python + 2 Node workers)", **CLUSTER),
-        Scenario("failover-cluster", nem_failover_cluster, "must_fail",
-                 "quarantine off: strict violations > 0 (the suite can fail)", quarantine=False,
-                 **CLUSTER),
+        # Reported, not judged: with quarantine off a violation is likely, not certain (2, 1 and
+        # 0 in three 40 s runs: the cluster promotes at its own pace); failover-endpoint and
+        # failover-sentinel prove that the failover suite can fail.
+        Scenario("failover-cluster", nem_failover_cluster, "report",
+                 "reported only: quarantine off, violations likely (the endpoint and Sentinel "
+                 "failover controls must show them)", quarantine=False, **CLUSTER),
         Scenario("node-sigstop", nem_node_sigstop, "safe", SAFE, hold_ms=300),
         Scenario("node-stall", nem_stall, "safe", SAFE, hold_ms=300, debug=True),
         Scenario("flaky-partitions", nem_flaky, "safe", SAFE, nodes=5, hold_ms=200),
