@@ -554,9 +554,14 @@ impl Node {
         let Some((spec, template, tls)) = &self.sentinel else {
             return Ok(());
         };
+        // The sentinels' own password is hidden too, wherever a sentinel's error shows it.
+        let sentinel_secret = spec
+            .sentinels
+            .first()
+            .and_then(|s| s.redis_settings().password());
+        let hide = |e: &str| scrub(&self.scrub(e), sentinel_secret);
         let (client, master) =
-            topology::find_master(spec, template, tls, self.connect_timeout, |e| self.scrub(e))
-                .await?;
+            topology::find_master(spec, template, tls, self.connect_timeout, hide).await?;
         *self.client.lock().unwrap_or_else(|p| p.into_inner()) = client;
         self.state.lock().unwrap_or_else(|p| p.into_inner()).master = Some(master);
         Ok(())

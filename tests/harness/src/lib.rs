@@ -23,6 +23,23 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// Spawns a server process with no standard streams that the kernel kills when the harness
+/// dies (`PR_SET_PDEATHSIG`), so no redis-server or sentinel outlives a crashed test.
+pub(crate) fn spawn_quiet(cmd: &mut Command) -> std::io::Result<Child> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill this child when the
+    // harness dies.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
 /// The `redis-server` binary: `$REDIS_SERVER`, else `redis-server` from `PATH`.
 pub fn redis_server() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
@@ -60,19 +77,8 @@ impl Node {
         ])
         .arg("--dir")
         .arg(dir)
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill this child when
-        // the harness dies, so no redis-server outlives a crashed test.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        cmd.spawn()
+        .args(extra);
+        spawn_quiet(&mut cmd)
     }
 
     fn start(&mut self) -> Result<(), String> {

@@ -1,9 +1,8 @@
 //! A master with replicas under a group of real Sentinel processes (`redis-server CONF
 //! --sentinel`), failed over for real (`SENTINEL FAILOVER`, or a killed master).
 
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use crate::{Cluster, free_port, ping, raw_command, redis_server, unique};
@@ -96,20 +95,8 @@ impl SentinelGroup {
             );
             std::fs::write(&conf, text).map_err(|e| format!("{}: {e}", conf.display()))?;
             let mut cmd = Command::new(redis_server());
-            cmd.arg(&conf)
-                .arg("--sentinel")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            // SAFETY: prctl is async-signal-safe; no sentinel outlives a crashed test.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
-            let mut child = cmd
-                .spawn()
+            cmd.arg(&conf).arg("--sentinel");
+            let mut child = crate::spawn_quiet(&mut cmd)
                 .map_err(|e| format!("cannot start a sentinel: {e}"))?;
             if wait(Duration::from_secs(10), "sentinel PING", || ping(port)).is_ok() {
                 self.sentinels.push((port, child));
