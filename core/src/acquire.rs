@@ -426,7 +426,7 @@ async fn acquire_round(
     // The fence round's report explains a failed write-back; otherwise the acquire's does.
     let mut fence_failure: Option<Round> = None;
     if ok && req.fencing {
-        let f = (round.max_payload + 1).max(unix_micros());
+        let f = quorum::fence(round.max_payload, unix_micros());
         let written = write_fence(cluster, req, f, t1).await;
         decided_at = written.decided_at;
         elapsed_report = written.report.elapsed;

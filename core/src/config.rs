@@ -475,8 +475,7 @@ impl Config {
 
     /// drift = ttl × drift_factor + drift_constant.
     pub(crate) fn drift(&self, ttl: Duration) -> Duration {
-        ttl.mul_f64(self.drift_factor)
-            .saturating_add(self.drift_constant)
+        crate::quorum::drift(ttl, self.drift_factor, self.drift_constant)
     }
 
     /// Checks a ttl given to acquire or extend.

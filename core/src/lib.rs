@@ -60,7 +60,7 @@ pub use inspect::{Holder, Permit};
 pub use lock::{KeepAlive, Lock, Released};
 pub use manager::{LockManager, Semaphore};
 pub use node::NodeStatus;
-pub use quorum::{classify, quorum, semaphore_quorum, validity};
+pub use quorum::{classify, drift, fence, quorum, restart_quarantine, semaphore_quorum, validity};
 pub use settings::{
     SETTINGS, Setting, SettingKind, SettingValue, TLS_SETTINGS, camel_case, respell, setting,
     suggest,

@@ -34,6 +34,26 @@ pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Dur
         .filter(|v| !v.is_zero())
 }
 
+/// drift = ttl × `factor` + `constant`: the clock drift allowed for between the nodes' expiry
+/// clocks and the client's (the seeds' rule; `Config`'s `drift_factor` and `drift_constant`).
+pub fn drift(ttl: Duration, factor: f64, constant: Duration) -> Duration {
+    ttl.mul_f64(factor).saturating_add(constant)
+}
+
+/// How long a node that restarted (or whose master changed) stays out of the quorum: until every
+/// lock it may have held has expired, `max_ttl` + its drift, plus `resolution` for the coarseness
+/// of the age read from the node (`uptime_in_seconds` is floored to the second).
+pub fn restart_quarantine(max_ttl: Duration, drift: Duration, resolution: Duration) -> Duration {
+    max_ttl.saturating_add(drift).saturating_add(resolution)
+}
+
+/// The fencing token of a grant: one more than the largest counter the granting nodes returned,
+/// and never below `floor` (the client's wall clock in µs, which covers counters lost by a node
+/// that restarted empty, as long as clocks agree to well within the restart quarantine).
+pub fn fence(max_counter: u64, floor: u64) -> u64 {
+    max_counter.saturating_add(1).max(floor)
+}
+
 /// The outcome of an acquire round (SPEC §5): granted iff a quorum of eligible nodes said yes
 /// and validity is left; otherwise Contended when any node said another token holds a key and
 /// no quorum was reached, else Unavailable (nodes down, timed out, quarantined, or too slow).
@@ -415,6 +435,18 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn drift_quarantine_and_fence_follow_their_rules() {
+        let ms = Duration::from_millis;
+        assert_eq!(drift(ms(10_000), 0.01, ms(2)), ms(102));
+        assert_eq!(drift(ms(3), 0.0, ms(1)), ms(1));
+        assert_eq!(restart_quarantine(ms(2000), ms(22), ms(1000)), ms(3022));
+        // The counter wins while it is ahead of the clock, the clock floor once counters are lost.
+        assert_eq!(fence(41, 7), 42);
+        assert_eq!(fence(0, 1_000), 1_000);
+        assert_eq!(fence(u64::MAX, 0), u64::MAX);
     }
 
     #[test]
