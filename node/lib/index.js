@@ -4,7 +4,7 @@
 // AbortSignal wiring, Symbol.asyncDispose and node-redlock's API. Lock semantics all live in the
 // Rust core.
 
-const native = require('../index.js')
+const native = require('../binding.js') // index.js, with a message naming the missing package
 const errors = require('./errors.js')
 const { Lock } = require('./lock.js')
 const { LockManager } = require('./manager.js')
