@@ -19,7 +19,9 @@ int main(int argc, char **argv) {
         config.restart_quarantine(false);
         ironlock::manager manager(config);
 
-        ironlock::lock lock = manager.acquire({"invoice:42"}, 10s, {std::nullopt, std::nullopt, true});
+        ironlock::acquire_options options;
+        options.fencing = true;
+        ironlock::lock lock = manager.acquire({"invoice:42"}, 10s, options);
         std::printf("locked invoice:42 for %lld ms (fence %llu)\n",
                     static_cast<long long>(lock.validity().count()),
                     static_cast<unsigned long long>(lock.fence().value_or(0)));
