@@ -8,8 +8,10 @@ byte the repository's LICENSE-MIT and LICENSE-APACHE) and the README its ecosyst
 - sdist: LICENSE-MIT, LICENSE-APACHE and README.md (python/README.md) at its top, PKG-INFO as the
   wheel's METADATA;
 - npm tarball: package/README.md (node/README.md), package/LICENSE-MIT, package/LICENSE-APACHE;
-- C tarball: README.md (ffi/README.md), LICENSE-MIT, LICENSE-APACHE and examples/basic.c,
-  examples/basic.cpp at the top of the tree.
+- npm per-platform packages: package/README.md (node/npm/KEY/README.md), both licences, an addon;
+- C tarballs (one per target triple): README.md (ffi/README.md), LICENSE-MIT, LICENSE-APACHE and
+  examples/basic.c, examples/basic.cpp at the top of the tree;
+- CLI tarballs (one per architecture, static musl binary): ironlock, both licences, quickstart.sh.
 
 The check functions return a list of problems (empty when all is there); python/tests uses them
 on the wheel and sdist that its own run builds. Standard library only.
@@ -24,7 +26,7 @@ import tarfile
 import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
 LICENCES = ("LICENSE-MIT", "LICENSE-APACHE")
@@ -113,25 +115,61 @@ def check_c(path: str) -> List[str]:
     return _compare(found, expected)
 
 
-CHECKS: Dict[str, Callable[[str], List[str]]] = {
-    "ironlock-*-abi3-*.whl": check_wheel,
-    "ironlock-[0-9]*.tar.gz": check_sdist,
-    "ironlock-[0-9]*.tgz": check_npm,
-    "ironlock-c-*-linux-x86_64.tar.gz": check_c,
-}
+def check_npm_platform(path: str) -> List[str]:
+    """A per-platform npm package (ironlock-linux-arm64-gnu-VERSION.tgz): its README from
+    node/npm/KEY/ and both licences."""
+    found = _tar_members(path, top="package")
+    key = os.path.basename(path)[len("ironlock-"):].rsplit("-", 1)[0]
+    expected = {n: REPO / n for n in LICENCES}
+    expected["README.md"] = REPO / "node" / "npm" / key / "README.md"
+    problems = _compare(found, expected)
+    if not any(n.endswith(".node") for n in found):
+        problems.append("no .node addon")
+    return problems
+
+
+def check_cli(path: str) -> List[str]:
+    """A CLI tarball: the `ironlock` binary, both licences and the quick start script."""
+    found = _tar_members(path)
+    expected = {n: REPO / n for n in LICENCES}
+    expected["quickstart.sh"] = REPO / "cli" / "examples" / "quickstart.sh"
+    problems = _compare(found, expected)
+    if not found.get("ironlock"):
+        problems.append("no ironlock binary")
+    return problems
+
+
+TRIPLES = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu",
+           "x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl")
+NPM_KEYS = ("linux-x64-gnu", "linux-arm64-gnu", "linux-x64-musl", "linux-arm64-musl")
+
+# Each pattern of dist/ with its check and how many files must match it.
+CHECKS: List[Tuple[str, Callable[[str], List[str]], int]] = [
+    ("ironlock-*-abi3-*.whl", check_wheel, 4),
+    ("ironlock-[0-9]*.tar.gz", check_sdist, 1),
+    ("ironlock-[0-9]*.tgz", check_npm, 1),
+]
+CHECKS += [("ironlock-%s-[0-9]*.tgz" % k, check_npm_platform, 1) for k in NPM_KEYS]
+CHECKS += [("ironlock-c-*-%s.tar.gz" % t, check_c, 1) for t in TRIPLES]
+CHECKS += [("ironlock-cli-*-%s.tar.gz" % t, check_cli, 1) for t in TRIPLES if t.endswith("musl")]
 
 
 def main() -> int:
     dist = Path(sys.argv[1] if len(sys.argv) > 1 else REPO / "dist").resolve()
     failed = 0
-    for pattern, check in CHECKS.items():
-        found = glob.glob(str(dist / pattern))
-        problems = check(found[0]) if len(found) == 1 else ["%d files match %s" % (len(found), pattern)]
-        name = os.path.basename(found[0]) if len(found) == 1 else pattern
-        print("%s %s: README and licences" % ("FAIL" if problems else "PASS", name))
-        for p in problems:
-            print("  " + p)
-        failed += bool(problems)
+    for pattern, check, count in CHECKS:
+        found = sorted(glob.glob(str(dist / pattern)))
+        if len(found) != count:
+            print("FAIL %s: %d files match, expected %d: %s"
+                  % (pattern, len(found), count, [os.path.basename(f) for f in found]))
+            failed += 1
+            continue
+        for f in found:
+            problems = check(f)
+            print("%s %s: README and licences" % ("FAIL" if problems else "PASS", os.path.basename(f)))
+            for p in problems:
+                print("  " + p)
+            failed += bool(problems)
     return 1 if failed else 0
 
 

@@ -3,11 +3,12 @@ against three local redis-server nodes (started by the project's harness).
 
     python3 tests/package/run.py [DIST]      (scripts/package --test builds dist/ and runs this)
 
-- the abi3 wheel into fresh virtualenvs of the oldest and the newest CPython found here
+- the x86_64 manylinux abi3 wheel into fresh virtualenvs of the oldest and the newest CPython found here
   (~/.pyenv/versions, then python3.X on PATH), outside the repository;
 - the sdist into a fresh virtualenv of the newest CPython (pip builds it with Rust);
-- the npm tarball into a fresh npm project (`npm install ./ironlock-VERSION.tgz`);
-- the C tarball unpacked into a fresh prefix, the C quick start built against it with
+- the npm main package with its linux-x64-gnu package into a fresh npm project; the main package
+  alone, and under a pretended riscv64, fails with a message naming the package it looked for;
+- the x86_64 glibc C tarball unpacked into a fresh prefix, the C quick start built against it with
   pkg-config and with CMake (shared and static), and run.
 
 Standard library only. Prints one line per check and exits non-zero on any failure.
@@ -73,12 +74,14 @@ def venv(base: str, where: Path) -> Path:
 
 def main() -> int:
     dist = Path(sys.argv[1] if len(sys.argv) > 1 else REPO / "dist").resolve()
-    wheel = glob.glob(str(dist / "ironlock-*-abi3-*.whl"))
+    wheel = glob.glob(str(dist / "ironlock-*-abi3-*manylinux*x86_64*.whl"))
     sdist = glob.glob(str(dist / "ironlock-*.tar.gz"))
     sdist = [s for s in sdist if not os.path.basename(s).startswith("ironlock-c-")]
-    npm = glob.glob(str(dist / "ironlock-*.tgz"))
-    ctar = glob.glob(str(dist / "ironlock-c-*-linux-x86_64.tar.gz"))
-    for what, got in (("wheel", wheel), ("sdist", sdist), ("npm tarball", npm), ("C tarball", ctar)):
+    npm = glob.glob(str(dist / "ironlock-[0-9]*.tgz"))
+    addon_pkg = glob.glob(str(dist / "ironlock-linux-x64-gnu-[0-9]*.tgz"))
+    ctar = glob.glob(str(dist / "ironlock-c-*-x86_64-unknown-linux-gnu.tar.gz"))
+    for what, got in (("x86_64 glibc wheel", wheel), ("sdist", sdist), ("npm main package", npm),
+                      ("npm linux-x64-gnu package", addon_pkg), ("x86_64 glibc C tarball", ctar)):
         check("dist/ has one %s" % what, len(got) == 1, "found %s in %s" % (got, dist))
     if failures:
         return 1
@@ -115,12 +118,35 @@ def main() -> int:
         proj = work / "npm-project"
         proj.mkdir()
         (proj / "package.json").write_text('{"name": "consumer", "private": true, "type": "module"}\n')
-        out = run(["npm", "install", "--silent", "--no-audit", "--no-fund", npm[0]], cwd=proj)
-        check("npm tarball installs into a fresh project", out.returncode == 0, out.stderr)
-        addon = glob.glob(str(proj / "node_modules" / "ironlock" / "ironlock.*.node"))
+        # The per-platform packages are not on the registry yet: the main package's optional
+        # dependencies are left out and the one for this machine is installed from dist/.
+        bare = work / "npm-bare"
+        bare.mkdir()
+        (bare / "package.json").write_text('{"name": "bare", "private": true}\n')
+        out = run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--omit=optional", npm[0]],
+                  cwd=bare)
+        check("npm main package installs alone (no addon)", out.returncode == 0, out.stderr)
+        out = run(["node", "-e", "require('ironlock')"], cwd=bare, env=env, timeout=60)
+        check("without its platform package, ironlock names the package it looked for and the fix",
+              out.returncode != 0 and "looked for the package ironlock-linux-x64-gnu" in out.stderr
+              and "npm install ironlock-linux-x64-gnu@" in out.stderr, out.stdout + out.stderr)
+        riscv = work / "riscv.cjs"
+        riscv.write_text("Object.defineProperty(process, 'arch', { value: 'riscv64' })\n")
+        out = run(["node", "-r", str(riscv), "-e", "require('ironlock')"], cwd=bare, env=env, timeout=60)
+        check("on a platform with no package, ironlock says which package and how to build one",
+              out.returncode != 0 and "looked for the package ironlock-linux-riscv64-gnu" in out.stderr
+              and "which ironlock does not publish" in out.stderr and "napi build" in out.stderr,
+              out.stdout + out.stderr)
+        out = run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--omit=optional",
+                   npm[0], addon_pkg[0]], cwd=proj)
+        check("npm main and linux-x64-gnu packages install into a fresh project", out.returncode == 0,
+              out.stderr)
+        addon = glob.glob(str(proj / "node_modules" / "ironlock-linux-x64-gnu" / "ironlock.*.node"))
+        addon += glob.glob(str(proj / "node_modules" / "ironlock" / "ironlock.*.node"))
         size = os.path.getsize(addon[0]) if addon else 0
-        check("the npm package carries one stripped release addon (< 20 MB)",
-              len(addon) == 1 and 0 < size < 20 * 1024 * 1024, "%s: %d bytes" % (addon, size))
+        check("one stripped release addon (< 20 MB), in ironlock-linux-x64-gnu",
+              len(addon) == 1 and "ironlock-linux-x64-gnu" in addon[0] and 0 < size < 20 * 1024 * 1024,
+              "%s: %d bytes" % (addon, size))
         shutil.copy(REPO / "node" / "examples" / "basic.mjs", proj / "basic.mjs")
         out = run(["node", "basic.mjs"], cwd=proj, env=env, timeout=120)
         check("Node quick start runs from the npm tarball",
