@@ -1,5 +1,6 @@
 #!/bin/sh
-# The README's command-line quick start. cli/tests/example.rs runs it against three fresh nodes.
+# The command line's quick start (docs/src/start/cli.md). cli/tests/example.rs runs it against
+# three fresh nodes.
 set -e
 export IRONLOCK_NODES="${IRONLOCK_NODES:-redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003}"
 # A node that restarted less than --max-ttl (60 s) ago does not count toward the quorum. The

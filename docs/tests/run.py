@@ -123,6 +123,16 @@ def extract() -> List[Block]:
     return blocks
 
 
+def check_readme_links() -> int:
+    """README.md links into the guide by relative paths: each must name a file here."""
+    text = (REPO / "README.md").read_text()
+    targets = [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"[a-z]+:", t)]
+    for t in targets:
+        if not (REPO / t.split("#")[0]).exists():
+            fail(f"README.md links to {t}, which does not exist")
+    return len(targets)
+
+
 def wrap(b: Block) -> str:
     setup = [f[len("setup-"):] for f in b.flags if f.startswith("setup-")]
     if not setup:
@@ -281,6 +291,7 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.monotonic()
     blocks = extract()
+    print(f"  ok  README.md: {check_readme_links()} links into the repository", flush=True)
     by: Dict[str, List[Block]] = {}
     for b in blocks:
         if b.lang in RUN and "norun" not in b.flags:

@@ -81,11 +81,11 @@ def test_example_runs(cluster3: Cluster) -> None:
     assert "busy:" in out.stdout and "released while still held: True" in out.stdout
 
 
-def test_metrics_example_runs_and_is_in_the_readme(cluster3: Cluster) -> None:
+def test_metrics_example_runs_and_is_in_the_guide(cluster3: Cluster) -> None:
     example = PYTHON_DIR / "examples" / "metrics.py"
-    code = example.read_text()
-    body = code[code.index("class IronlockCollector"):code.index("nodes = ")].strip()
-    assert body in (REPO / "README.md").read_text(), "README's collector differs from metrics.py"
+    # The guide shows the file itself ({{#include}}), so it cannot drift.
+    page = (REPO / "docs" / "src" / "guides" / "operations.md").read_text()
+    assert "{{#include ../../../python/examples/metrics.py}}" in page, "the guide does not show metrics.py"
     env = dict(os.environ, IRONLOCK_NODES=",".join(cluster3.urls), IRONLOCK_QUARANTINE="off")
     out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
                          timeout=60, env=env)
@@ -233,15 +233,18 @@ def test_sdist_carries_licences_and_python_readme(tmp_path: Path) -> None:
 def test_readmes_show_the_quick_start_verbatim() -> None:
     code = (PYTHON_DIR / "examples" / "basic.py").read_text()
     body = code[code.index("import os"):]
-    for readme in (REPO / "README.md", PYTHON_DIR / "README.md"):
-        assert body in readme.read_text(), f"{readme} quick start differs from examples/basic.py"
+    readme = PYTHON_DIR / "README.md"
+    assert body in readme.read_text(), f"{readme} quick start differs from examples/basic.py"
+    # The guide shows the file itself ({{#include}}), so it cannot drift.
+    page = (REPO / "docs" / "src" / "start" / "python.md").read_text()
+    assert "{{#include ../../../python/examples/basic.py}}" in page, "the guide does not show basic.py"
 
 
 # What users read: the READMEs, the Python package and its native module's docstrings, the npm
 # package's JavaScript and types, the C and C++ headers, CLI help and error messages. None may
 # cite the internal specification ("SPEC §4"): users do not have it; say the rule instead.
 USER_DOCS = [
-    "README.md", "python/README.md", "node/README.md", "ffi/README.md",
+    "README.md", "python/README.md", "node/README.md", "ffi/README.md", "docs/src/**/*.md",
     "python/python/ironlock/*.py", "python/python/ironlock/*.pyi",
     "node/lib/*", "node/index.d.ts", "include/ironlock.h", "include/ironlock.hpp",
 ]
