@@ -22,7 +22,8 @@
 //! # }
 //! ```
 //!
-//! What Redlock promises, and what it does not, is in the README ("Safety").
+//! What Redlock promises, and what it does not, is in the user guide
+//! (`docs/src/concepts/promises.md`; `scripts/docs` builds it).
 
 #![warn(missing_docs)]
 
