@@ -82,7 +82,7 @@ pub struct Global {
     #[arg(short, long, global = true)]
     pub verbose: bool,
 
-    /// Machine-readable output: one JSON object per line (see the README)
+    /// Machine-readable output: one JSON object per line (see the guide's command-line reference)
     #[arg(long, global = true)]
     pub json: bool,
 }

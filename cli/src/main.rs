@@ -1,5 +1,6 @@
-//! `ironlock`: a distributed flock(1) over the ironlock core. See the README section
-//! "Command line" for the options, the output formats and the exit codes.
+//! `ironlock`: a distributed flock(1) over the ironlock core. The user guide's command-line pages
+//! (docs/src/start/cli.md, docs/src/reference/cli.md) give the options, the output formats and
+//! the exit codes.
 
 mod args;
 mod check;

@@ -217,7 +217,20 @@ def node_dir() -> Path:
     return d
 
 
+def check_settings() -> int:
+    """Every setting of the core's table (read through the Node addon) is on the settings page."""
+    out = run(["node", "-e", "console.log(JSON.stringify(require('./index.js').settingKinds()))"],
+              "settings: the core's table", cwd=REPO / "node")
+    names = [re.sub(r"[A-Z]", lambda m: "_" + m.group(0).lower(), n) for n, _ in json.loads(out)]
+    page = (SRC / "reference" / "settings.md").read_text()
+    missing = [n for n in names if f"`{n}`" not in page]
+    if len(names) < 20 or missing:
+        fail(f"settings missing from docs/src/reference/settings.md: {missing} (of {len(names)})")
+    return len(names)
+
+
 def run_js(blocks: List[Block], env: Dict[str, str]) -> None:
+    print(f"  ok  settings: the reference lists all {check_settings()} settings of the core", flush=True)
     d = node_dir()
     for b in blocks:
         f = d / f"{b.name}.mjs"
@@ -256,7 +269,23 @@ def run_c(blocks: List[Block], env: Dict[str, str], urls: List[str]) -> None:
         run([str(exe), *args], f"{b.lang}: run {b.page}:{b.line}", env, timeout=60)
 
 
+def check_cli_options() -> int:
+    """Every option `ironlock COMMAND --help` lists is in the command-line reference."""
+    page = (SRC / "reference" / "cli.md").read_text()
+    real = str(REPO / "target" / "debug" / "ironlock")
+    options = set()
+    for sub in ([], ["run"], ["status"], ["release"], ["check"]):
+        text = run([real, *sub, "--help"], f"cli: ironlock {' '.join(sub + ['--help'])}")
+        options |= set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", text)) - {"--help", "--version"}
+    missing = sorted(o for o in options if f"`{o}" not in page)
+    if missing:
+        fail(f"options of `ironlock --help` missing from docs/src/reference/cli.md: {missing}")
+    return len(options)
+
+
 def run_sh(blocks: List[Block], env: Dict[str, str]) -> None:
+    print(f"  ok  cli: the reference names all {check_cli_options()} options of ironlock --help",
+          flush=True)
     d = OUT / "sh"
     (d / "bin").mkdir(parents=True)
     real = REPO / "target" / "debug" / "ironlock"
