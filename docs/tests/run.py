@@ -11,7 +11,9 @@ a page (with its `{{#include}}`s expanded, as mdBook shows it) is one of:
   c / cpp                   compiled with -Wall -Wextra -Werror against include/, run
   sh,cli                    run by sh with target/debug/ironlock on PATH
   sh,norun                  a command shown, not run: installs, builds, hour-long runs
-  text, console, toml, cmake  output, a terminal session or configuration: nothing to run
+  console                   `$ command` lines run as sh,cli; JSON output lines must match the
+                            real output's events and fields (values differ from run to run)
+  text, toml, cmake         output or configuration: nothing to run
 
 Flags: `setup-manager` / `setup-nodes` wrap a fragment in docs/tests/templates/<name>.<ext>
 (at the `EXAMPLE` line), `args-nodes` passes the node URLs as arguments. Any other info string
@@ -39,8 +41,8 @@ sys.path.insert(0, str(REPO / "tests" / "harness"))
 
 from harness import Harness  # noqa: E402  (tests/harness/harness.py)
 
-RUN = {"rust", "python", "js", "ts", "c", "cpp", "sh"}
-SHOWN = {"text", "console", "toml", "cmake"}
+RUN = {"rust", "python", "js", "ts", "c", "cpp", "sh", "console"}
+SHOWN = {"text", "toml", "cmake"}
 FLAGS = {"setup-manager", "setup-nodes", "args-nodes", "cli", "norun"}
 TEMPLATE_EXT = {"python": "py", "js": "mjs", "ts": "mts", "c": "c"}
 # Keys an example may leave behind: ironlock's own bookkeeping (fence counters, dates, queue
@@ -283,26 +285,54 @@ def check_cli_options() -> int:
     return len(options)
 
 
-def run_sh(blocks: List[Block], env: Dict[str, str]) -> None:
-    print(f"  ok  cli: the reference names all {check_cli_options()} options of ironlock --help",
-          flush=True)
-    d = OUT / "sh"
-    (d / "bin").mkdir(parents=True)
-    real = REPO / "target" / "debug" / "ironlock"
-    # The nodes were started a moment ago: their votes count only with the restart quarantine
-    # off, which the examples would not show (the quick start has its own switch).
-    wrapper = d / "bin" / "ironlock"
-    wrapper.write_text(f"""#!/bin/sh
+def cli_wrapper() -> Path:
+    """A folder with an `ironlock` that runs target/debug/ironlock. The nodes were started a
+    moment ago: their votes count only with the restart quarantine off, which the examples do
+    not show (the quick start has its own switch)."""
+    d = OUT / "bin"
+    wrapper = d / "ironlock"
+    if not wrapper.exists():
+        d.mkdir(parents=True)
+        real = REPO / "target" / "debug" / "ironlock"
+        wrapper.write_text(f"""#!/bin/sh
 case " $* " in *" --no-restart-quarantine "*) exec {real} "$@";; esac
 cmd=$1; shift
 exec {real} "$cmd" --no-restart-quarantine "$@"
 """)
-    wrapper.chmod(0o755)
-    env = dict(env, PATH=f"{d / 'bin'}:{env['PATH']}")
+        wrapper.chmod(0o755)
+    return d
+
+
+def run_sh(blocks: List[Block], env: Dict[str, str]) -> None:
+    print(f"  ok  cli: the reference names all {check_cli_options()} options of ironlock --help",
+          flush=True)
+    d = OUT / "sh"
+    d.mkdir(parents=True)
+    env = dict(env, PATH=f"{cli_wrapper()}:{env['PATH']}")
     for b in blocks:
         f = d / f"{b.name}.sh"
         f.write_text(b.code)
         run(["sh", "-e", str(f)], f"sh: {b.page}:{b.line}", env, timeout=60)
+
+
+def run_console(blocks: List[Block], env: Dict[str, str]) -> None:
+    """Each `$ command` runs; each shown JSON line must have the real line's event and fields."""
+    env = dict(env, PATH=f"{cli_wrapper()}:{env['PATH']}")
+    for b in blocks:
+        lines = b.code.rstrip("\n").split("\n")
+        if not lines[0].startswith("$ ") or any(l.startswith("$ ") for l in lines[1:]):
+            fail(f"{b.page}:{b.line}: a console block is one `$ command` line and its output")
+        out = run(["sh", "-c", lines[0][2:]], f"console: {b.page}:{b.line}", env, timeout=60)
+
+        def shape(line: str) -> object:
+            v = json.loads(line)
+            return (v.get("event"), sorted(v)) if isinstance(v, dict) else type(v).__name__
+
+        shown = [shape(l) for l in lines[1:]]
+        real = [shape(l) for l in out.strip().split("\n")]
+        if shown != real:
+            fail(f"{b.page}:{b.line}: the output shown does not match the real one\n"
+                 f"shown: {shown}\nreal:  {real}")
 
 
 def leftover_keys(h: Harness) -> List[str]:
@@ -344,6 +374,7 @@ def main() -> None:
             "ts": lambda bs: run_ts(bs, env),
             "c": lambda bs: run_c(bs, env, h.urls),
             "sh": lambda bs: run_sh(bs, env),
+            "console": lambda bs: run_console(bs, env),
         }
         for lang, run_lang in runners.items():
             if lang in by and args.only in (None, lang, "cpp" if lang == "c" else None):
