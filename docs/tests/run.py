@@ -13,6 +13,8 @@ a page (with its `{{#include}}`s expanded, as mdBook shows it) is one of:
   sh,norun                  a command shown, not run: installs, builds, hour-long runs
   console                   `$ command` lines run as sh,cli; JSON output lines must match the
                             real output's events and fields (values differ from run to run)
+  redis                     Redis commands, one a line, run on every node first (the ACL user
+                            the security guide creates is used by the example after it)
   text, toml, cmake         output or configuration: nothing to run
 
 Flags: `setup-manager` / `setup-nodes` wrap a fragment in docs/tests/templates/<name>.<ext>
@@ -41,7 +43,7 @@ sys.path.insert(0, str(REPO / "tests" / "harness"))
 
 from harness import Harness  # noqa: E402  (tests/harness/harness.py)
 
-RUN = {"rust", "python", "js", "ts", "c", "cpp", "sh", "console"}
+RUN = {"rust", "python", "js", "ts", "c", "cpp", "sh", "console", "redis"}
 SHOWN = {"text", "toml", "cmake"}
 FLAGS = {"setup-manager", "setup-nodes", "args-nodes", "cli", "norun"}
 TEMPLATE_EXT = {"python": "py", "js": "mjs", "ts": "mts", "c": "c"}
@@ -335,6 +337,16 @@ def run_console(blocks: List[Block], env: Dict[str, str]) -> None:
                  f"shown: {shown}\nreal:  {real}")
 
 
+def run_redis(blocks: List[Block], h: Harness) -> None:
+    for b in blocks:
+        for line in b.code.strip().split("\n"):
+            for i in range(len(h.urls)):
+                answer = json.loads(h.send(f"cmd {i} {line}"))
+                if isinstance(answer, dict) and "error" in answer:
+                    fail(f"{b.page}:{b.line}: node {i} refused {line!r}: {answer['error']}")
+        print(f"  ok  redis: {b.page}:{b.line} on every node", flush=True)
+
+
 def leftover_keys(h: Harness) -> List[str]:
     left = []
     for i in range(len(h.urls)):
@@ -368,6 +380,7 @@ def main() -> None:
         env = dict(os.environ, IRONLOCK_NODES=",".join(h.urls), IRONLOCK_QUARANTINE="off")
         env.pop("REDIS_URL", None)
         runners = {
+            "redis": lambda bs: run_redis(bs, h),
             "rust": lambda bs: run_rust(bs, env),
             "python": lambda bs: run_python(bs, env),
             "js": lambda bs: run_js(bs, env),
@@ -377,7 +390,9 @@ def main() -> None:
             "console": lambda bs: run_console(bs, env),
         }
         for lang, run_lang in runners.items():
-            if lang in by and args.only in (None, lang, "cpp" if lang == "c" else None):
+            # Redis blocks set the nodes up (users) for the other examples: they always run.
+            wanted = args.only in (None, lang) or lang == "redis" or (lang, args.only) == ("c", "cpp")
+            if lang in by and wanted:
                 run_lang(by[lang])
         left = leftover_keys(h)
         if left:
