@@ -69,13 +69,22 @@ def fail(msg: str) -> None:
 
 
 def expand(md: Path) -> str:
-    """The page as mdBook sees it: `{{#include path}}` replaced by the file (relative to md)."""
+    """The page as mdBook sees it: `{{#include path}}` replaced by the file (relative to md),
+    `{{#include path:name}}` by the lines between its `ANCHOR: name` and `ANCHOR_END: name`."""
 
     def include(m: "re.Match[str]") -> str:
-        target = (md.parent / m.group(1)).resolve()
+        path, _, anchor = m.group(1).partition(":")
+        target = (md.parent / path).resolve()
         if not target.is_file():
             fail(f"{md.relative_to(REPO)}: {{{{#include {m.group(1)}}}}}: no such file")
-        return target.read_text().rstrip("\n")
+        text = target.read_text().rstrip("\n")
+        if not anchor:
+            return text
+        lines = text.split("\n")
+        marks = [i for i, l in enumerate(lines) if re.search(rf"\bANCHOR(_END)?: {re.escape(anchor)}\b", l)]
+        if len(marks) != 2:
+            fail(f"{md.relative_to(REPO)}: {{{{#include {m.group(1)}}}}}: no ANCHOR / ANCHOR_END pair")
+        return "\n".join(l for l in lines[marks[0] + 1:marks[1]] if "ANCHOR" not in l)
 
     return re.sub(r"\{\{#include ([^}\s]+)\}\}", include, md.read_text())
 
