@@ -8,6 +8,10 @@
 pub struct StartRust;
 
 #[cfg(all(doctest, ironlock_docs))]
+#[doc = include_str!("../../src/reference/rust.md")]
+pub struct ReferenceRust;
+
+#[cfg(all(doctest, ironlock_docs))]
 #[doc = include_str!("../../src/guides/semaphores.md")]
 pub struct GuideSemaphores;
 
