@@ -1,5 +1,6 @@
-"""Installs every artifact of dist/ into a clean place and runs that language's quick start
-against three local redis-server nodes (started by the project's harness).
+"""Installs the x86_64 glibc artifacts of dist/ into a clean place and runs that language's quick
+start against three local redis-server nodes (started by the project's harness); the aarch64 and
+musl ones are tests/package/cross.py's.
 
     python3 tests/package/run.py [DIST]      (scripts/package --test builds dist/ and runs this)
 
