@@ -179,10 +179,16 @@ def musl_native(work: Path, urls: List[str], env: Dict[str, str], version: str) 
     top = work / "c" / triple / ("ironlock-%s" % version)
     example = REPO / "ffi" / "examples" / "basic.c"
     static_exe = work / "basic-musl-static"
+    # libironlock.a leaves the unwinder (_Unwind_*) to the program, as Rust's static libraries do.
+    # On a musl system that is libgcc_eh, built for musl; Debian's musl-gcc would take the host's
+    # libgcc_eh, built for glibc (it needs glibc's _dl_find_object), so the test links the LLVM
+    # libunwind built for musl that rustup ships with the target's std instead.
+    sysroot = run(["rustc", "--print", "sysroot"]).stdout.strip()
+    unwind = Path(sysroot) / "lib" / "rustlib" / triple / "lib" / "self-contained" / "libunwind.a"
     out = run(["musl-gcc", "-static", str(example), "-I", str(top / "include"),
-               str(top / "lib" / "libironlock.a"), "-o", str(static_exe)])
-    check("C quick start links statically with musl-gcc against libironlock.a", out.returncode == 0,
-          out.stderr)
+               str(top / "lib" / "libironlock.a"), str(unwind), "-o", str(static_exe)])
+    check("C quick start links statically with musl-gcc against libironlock.a (+ musl libunwind)",
+          out.returncode == 0, out.stderr)
     shared_exe = work / "basic-musl-shared"
     out2 = run(["musl-gcc", str(example), "-I", str(top / "include"), "-L", str(top / "lib"),
                 "-lironlock", "-o", str(shared_exe)])
