@@ -100,8 +100,10 @@ export declare class NativeManager {
    * first connection attempt has finished (a node that is down, silent or cannot be resolved
    * does not fail it: it votes "error" until a background reconnection succeeds). Rejects
    * with CONNECTION when fewer hosts than a quorum can be resolved.
+   * With `requireQuorum`, it then rejects with CONNECTION, naming each node that is not
+   * connected and why, when fewer than a quorum are (`LockManager.connect`).
    */
-  ready(): Promise<void>
+  ready(requireQuorum?: boolean | undefined | null): Promise<void>
   /** The node URLs, passwords replaced by `***`. */
   get nodes(): Array<string>
   /** Q = floor(N / 2) + 1, as the core computes it. */
@@ -122,8 +124,8 @@ export declare class NativeManager {
    */
   statsJson(): string
   /**
-   * Stops the manager's background tasks; later operations reject with UNAVAILABLE. Locks
-   * already granted are not released.
+   * Stops the manager's background tasks and frees its native state; later operations
+   * reject with UNAVAILABLE. Locks already granted are not released.
    */
   close(): Promise<void>
 }

@@ -152,6 +152,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub fencing: bool,
 
+    /// Do not name this host and ironlock's pid in the lock's token (by default the token is
+    /// `<random>.<host>:<pid>`, so that `ironlock status` shows who holds the lock)
+    #[arg(long)]
+    pub no_holder: bool,
+
     /// Wait in line: the command runs in the order its waiters queued (FIFO across the quorum);
     /// a waiter that dies drops out of line within twice the retry delay
     #[arg(long)]

@@ -67,6 +67,22 @@ enum NotAcquired {
     Interrupted(i32),
 }
 
+/// `<host>:<pid>` of this process, as the lock's token names its holder: the host name cut to
+/// what a token label may hold (printable ASCII, no space; `_` stands for anything else).
+fn holder_label() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    let host: String = host
+        .chars()
+        .take(ironlock::HOLDER_MAX_LEN - 12)
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect();
+    format!("{host}:{}", std::process::id())
+}
+
 pub async fn run(args: RunArgs, config: Config, out: &Output) -> u8 {
     let conflict = args.conflict_exit_code;
     let fail = |e: &Error| crate::fail(out, e, conflict);
@@ -213,6 +229,9 @@ async fn acquire(
         .fencing(args.fencing);
         if args.fair {
             options = options.fair(true);
+        }
+        if !args.no_holder {
+            options.holder = Some(holder_label());
         }
         // Boxed so that it can be dropped (cancelled) before the pause below.
         let mut attempt = match &semaphore {

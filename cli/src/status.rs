@@ -153,6 +153,7 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
             "quorum": quorum,
             "answered": answered,
             "holder": holder.map(|(t, _)| t),
+            "holder_process": holder.and_then(|(t, _)| ironlock::holder_of(t)),
             "semaphore": permits.as_ref().map(|p| json!({
                 "key": ironlock::scripts::semaphore_key(&key),
                 "limit": p.limit,
@@ -178,7 +179,10 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
         let n = holders.len();
         let lock_free = holders.iter().all(|h| h.token.is_none());
         let summary = match holder {
-            Some((t, k)) => Some(format!("held by {t} on {k} of {n} nodes")),
+            Some((t, k)) => Some(match ironlock::holder_of(t) {
+                Some(who) => format!("held by {who} (token {t}) on {k} of {n} nodes"),
+                None => format!("held by {t} on {k} of {n} nodes"),
+            }),
             None if answered < quorum => {
                 Some(format!("unknown: only {answered} of {n} nodes answered"))
             }

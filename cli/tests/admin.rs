@@ -27,6 +27,11 @@ fn status_shows_the_holder_and_release_frees_it() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("status JSON");
     assert_eq!(v["holder"].as_str(), Some(token.as_str()), "{v}");
+    // The token names the holding process: this host and the pid of `ironlock run`.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let who = format!("{}:{}", host.trim(), holder.id());
+    assert_eq!(v["holder_process"].as_str(), Some(who.as_str()), "{v}");
+    assert_eq!(token.len(), 41 + who.len(), "{token}");
     assert_eq!(v["quorum"], 2);
     assert_eq!(v["key"].as_str(), Some(key.as_str()));
     let nodes = v["nodes"].as_array().expect("nodes");
@@ -38,7 +43,7 @@ fn status_shows_the_holder_and_release_frees_it() {
     }
     let out = run(ironlock(&urls).args(["status", &key]), LIMIT);
     assert!(
-        stdout(&out).contains(&format!("held by {token} on 3 of 3 nodes")),
+        stdout(&out).contains(&format!("held by {who} (token {token}) on 3 of 3 nodes")),
         "{}",
         stdout(&out)
     );
@@ -98,6 +103,31 @@ fn status_shows_the_holder_and_release_frees_it() {
 
 /// Issue 29: `status` of a semaphore's name shows its permits (holders and ttl per node, the
 /// limit in use), not "free".
+#[test]
+fn no_holder_keeps_the_token_a_bare_random_value() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let key = unique("noholder");
+    let Holder {
+        child: mut holder,
+        token,
+    } = hold(&urls, &["--ttl", "3", "--no-holder"], &key, "exec sleep 20");
+    assert_eq!(token.len(), 40, "{token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    let out = run(ironlock(&urls).args(["status", "--json", &key]), LIMIT);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("status JSON");
+    assert_eq!(v["holder"].as_str(), Some(token.as_str()), "{v}");
+    assert!(v["holder_process"].is_null(), "{v}");
+    let out = run(ironlock(&urls).args(["status", &key]), LIMIT);
+    assert!(
+        stdout(&out).contains(&format!("held by {token} on 3 of 3 nodes")),
+        "{}",
+        stdout(&out)
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
 #[test]
 fn status_shows_the_permits_of_a_semaphore() {
     let cluster = cluster(3);

@@ -29,6 +29,10 @@ pub struct AcquireOptions {
     pub fencing: bool,
     /// Wait in line (FIFO, SPEC §10); `None` takes the manager's `fair` setting.
     pub fair: Option<bool>,
+    /// Who holds the lock, for operators (e.g. `host:pid`): carried in the token after its
+    /// random part (`<40 hex>.<holder>`), so that inspecting the key shows it
+    /// ([`holder_of`](crate::holder_of)). 1 to 128 printable ASCII characters, no space.
+    pub holder: Option<String>,
 }
 
 impl AcquireOptions {
@@ -59,6 +63,13 @@ impl AcquireOptions {
     #[must_use]
     pub fn fair(mut self, on: bool) -> Self {
         self.fair = Some(on);
+        self
+    }
+
+    /// Name who holds the lock in its token (see [`AcquireOptions::holder`]).
+    #[must_use]
+    pub fn holder(mut self, holder: impl Into<String>) -> Self {
+        self.holder = Some(holder.into());
         self
     }
 }
@@ -123,7 +134,11 @@ async fn acquire_kind<S: AsRef<str>>(
         keys.clone(),
         kind,
         kind.quorum(cluster.nodes.len()),
-        token::new_token()?.into(),
+        match &options.holder {
+            Some(h) => token::token_with_holder(h)?,
+            None => token::new_token()?,
+        }
+        .into(),
         ttl,
         options.fencing,
         fair,

@@ -67,7 +67,7 @@ pub use settings::{
     suggest,
 };
 pub use stats::{LATENCY_BUCKETS, Latency, Stats};
-pub use token::new_token;
+pub use token::{HOLDER_MAX_LEN, holder_of, new_token, token_with_holder};
 
 /// The crate version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -94,6 +94,36 @@ impl LockManager {
         self.cluster.nodes.iter().map(|n| n.status()).collect()
     }
 
+    /// `Ok` when at least a quorum of nodes has a connection open now; otherwise a `Connection`
+    /// error naming every node without one and its last error (passwords redacted). For a
+    /// caller that asked to wait until the manager is connected (Node's `connect()`): a manager
+    /// whose every node is down would otherwise start, and only its first acquire would fail.
+    pub fn require_connected_quorum(&self) -> Result<()> {
+        let nodes = self.node_status();
+        let down: Vec<String> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| !n.connected)
+            .map(|(i, n)| {
+                let why = n.last_error.as_deref().unwrap_or("not connected yet");
+                format!("nodes[{i}] {}: {why}", n.url)
+            })
+            .collect();
+        let connected = nodes.len() - down.len();
+        if connected >= self.cluster.quorum {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::Connection,
+            format!(
+                "{connected} of {} nodes connected, fewer than the quorum of {} ({})",
+                nodes.len(),
+                self.cluster.quorum,
+                down.join("; "),
+            ),
+        ))
+    }
+
     /// Waits until the requests that rounds stopped waiting for (a release returns once a
     /// quorum deleted the keys; an acquire once its outcome is decided) have been answered or
     /// have timed out: at most `node_timeout` plus a little. Call it before a short-lived

@@ -21,6 +21,37 @@ pub fn new_token() -> Result<String> {
     Ok(s)
 }
 
+/// The longest holder label a token may carry ([`token_with_holder`]).
+pub const HOLDER_MAX_LEN: usize = 128;
+
+/// A new token that also names who holds the lock: `<40 hex>.<holder>`, so that anyone who
+/// inspects the key (`ironlock status`, `inspect`) sees it. The 40 random hex characters alone
+/// make it unique; the label adds nothing secret and nothing the lock's safety depends on.
+/// `holder`: 1 to [`HOLDER_MAX_LEN`] printable ASCII characters, no space (e.g. `host:pid`);
+/// anything else is `InvalidArgument` naming `holder`.
+pub fn token_with_holder(holder: &str) -> Result<String> {
+    if holder.is_empty()
+        || holder.len() > HOLDER_MAX_LEN
+        || !holder.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "holder: expected 1 to {HOLDER_MAX_LEN} printable ASCII characters without spaces, got {:?}",
+                holder.chars().take(40).collect::<String>()
+            ),
+        ));
+    }
+    Ok(format!("{}.{holder}", new_token()?))
+}
+
+/// The holder label of a token made by [`token_with_holder`], if it has one.
+pub fn holder_of(token: &str) -> Option<&str> {
+    let (random, holder) = token.split_at_checked(40)?;
+    let holder = holder.strip_prefix('.')?;
+    (random.bytes().all(|b| b.is_ascii_hexdigit()) && !holder.is_empty()).then_some(holder)
+}
+
 /// A uniform number in [0, 1) for retry jitter (0.5 if the OS RNG fails: no jitter).
 pub(crate) fn random_unit() -> f64 {
     match getrandom::u64() {
@@ -46,6 +77,28 @@ mod tests {
             );
             assert!(seen.insert(t));
         }
+    }
+
+    #[test]
+    fn a_holder_label_follows_the_random_part_and_is_read_back() {
+        let t = token_with_holder("web-1:4242").unwrap();
+        assert_eq!(t.len(), 40 + 1 + "web-1:4242".len());
+        assert_eq!(holder_of(&t), Some("web-1:4242"));
+        assert_eq!(holder_of(&new_token().unwrap()), None);
+        assert_eq!(holder_of("not-a-token.web-1"), None);
+        assert_ne!(t, token_with_holder("web-1:4242").unwrap());
+        for bad in [
+            "",
+            "with space",
+            "tab\t",
+            "é",
+            &"x".repeat(HOLDER_MAX_LEN + 1),
+        ] {
+            let e = token_with_holder(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+            assert!(e.message().starts_with("holder: "), "{e}");
+        }
+        assert!(token_with_holder(&"x".repeat(HOLDER_MAX_LEN)).is_ok());
     }
 
     #[test]

@@ -137,6 +137,7 @@ async fn run(sc: Value, mut cluster: common::Cluster, user: Option<&'static str>
                     retry_count: o.get("retry_count").map(|v| v.as_u64().unwrap() as u32),
                     fencing: o.get("fencing").and_then(Value::as_bool).unwrap_or(false),
                     fair: o.get("fair").and_then(Value::as_bool),
+                    holder: None,
                 };
                 let ttl = ms(&step["ttl_ms"]);
                 // `limit`: a permit of the semaphore resources[0] (SPEC §11).

@@ -76,6 +76,7 @@ impl ironlock_acquire_options {
             retry_count,
             fencing: self.fencing,
             fair: None,
+            holder: None,
         })
     }
 }

@@ -427,7 +427,10 @@ export type Routine<T> = (signal: RedlockAbortSignal, lock: Lock) => Promise<T> 
 export declare class LockManager extends EventEmitter {
   /** Validates at once (throws InvalidArgumentError / ConnectionError) and connects in the background. */
   constructor(nodes?: Nodes, settings?: Settings)
-  /** A started manager: a quorum of nodes is connected or every node was tried once. */
+  /**
+   * A manager with a quorum of nodes connected. Rejects with ConnectionError, naming each node
+   * that is not connected and why, when fewer than a quorum are after every node was tried once.
+   */
   static connect<T extends LockManager>(
     this: new (nodes?: Nodes, settings?: Settings) => T,
     nodes?: Nodes,

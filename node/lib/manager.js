@@ -143,13 +143,20 @@ class LockManager extends EventEmitter {
   }
 
   /**
-   * Creates a manager and waits until it has started (a quorum of nodes connected, or every
-   * node's first connection attempt finished; a node that is down, silent or cannot be resolved
-   * votes "error" until a background reconnection succeeds).
+   * Creates a manager and waits until a quorum of its nodes is connected. Rejects with
+   * ConnectionError, naming each node that is not connected and why, when fewer than a quorum
+   * are once every node's first connection attempt has ended (the manager is closed then). A
+   * node that is down while a quorum is up votes "error" until a background reconnection
+   * succeeds. `new LockManager(…)` does not wait: it starts whatever is reachable.
    */
   static async connect(nodes, settings) {
     const manager = new this(nodes, settings)
-    await manager.ready()
+    try {
+      await manager[kNative].ready(true)
+    } catch (e) {
+      await manager.close().catch(() => {})
+      throw fromNative(e)
+    }
     return manager
   }
 

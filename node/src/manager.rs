@@ -1,11 +1,11 @@
 //! `NativeManager`: the core `LockManager` behind a JS class, and the cancellation token that
 //! lets an `AbortSignal` stop a waiting acquire.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use ironlock::LockManager;
-use napi::bindgen_prelude::{Function, Object, Unknown};
+use napi::bindgen_prelude::{Function, Object, ObjectFinalize, Unknown};
 use napi::{Env, Result};
 use napi_derive::napi;
 use tokio::sync::watch;
@@ -18,29 +18,90 @@ use crate::settings::{self, AcquireOptions, millis};
 
 type Connecting = Shared<BoxFuture<'static, ironlock::Result<LockManager>>>;
 
-/// The core manager (once connected), shared with the environment's cleanup hook.
-struct Core(Connecting);
+/// The core manager (once connected), shared with the environment's cleanup hook. `close()`
+/// takes it out, so that its nodes, buffers and stats are freed at once rather than when V8
+/// collects the JS object (which, for a small object, can be thousands of managers later); the
+/// stats it had are kept for `stats()`.
+struct Core {
+    /// The manager and the function that settles its calls; both dropped by `close()`.
+    manager: Mutex<Option<(Connecting, Completer)>>,
+    last_stats: Mutex<Option<ironlock::Stats>>,
+}
+
+impl Core {
+    /// The manager, or UNAVAILABLE once it was closed.
+    fn get(&self) -> Result<Connecting> {
+        Ok(self.with_completer()?.0)
+    }
+
+    /// The manager and its completion function, or UNAVAILABLE once it was closed.
+    fn with_completer(&self) -> Result<(Connecting, Completer)> {
+        lock(&self.manager).clone().ok_or_else(|| {
+            to_napi(ironlock::Error::new(
+                ironlock::ErrorKind::Unavailable,
+                "the lock manager is closed",
+            ))
+        })
+    }
+
+    /// Takes the manager out (None when it was already closed), keeping its stats.
+    fn take(&self) -> Option<Connecting> {
+        let (taken, _completer) = lock(&self.manager).take()?;
+        if let Some(Ok(m)) = taken.peek() {
+            *lock(&self.last_stats) = Some(m.stats());
+        }
+        Some(taken)
+    }
+
+    fn stats(&self) -> ironlock::Stats {
+        if let Some((connecting, _)) = lock(&self.manager).as_ref()
+            && let Some(Ok(m)) = connecting.peek()
+        {
+            return m.stats();
+        }
+        lock(&self.last_stats)
+            .clone()
+            .unwrap_or_else(ironlock::Stats::zero)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Closes `connecting`'s manager once it has connected (a manager still connecting is closed
+/// when it gets there).
+async fn close_when_connected(connecting: Connecting) {
+    if let Ok(m) = connecting.await {
+        m.close();
+    }
+}
 
 impl Closable for Core {
     /// The environment that created this manager exits: stop its background work (locks it
     /// still holds expire with their ttl).
     fn close_on_exit(&self) {
-        let manager = self.0.clone();
-        spawn(async move {
-            if let Ok(m) = manager.await {
-                m.close();
-            }
-        });
+        if let Some(connecting) = self.take() {
+            spawn(close_when_connected(connecting));
+        }
     }
+}
+
+/// What V8 is told a manager costs in native memory (its nodes' state, connections and
+/// buffers: about 8 KiB plus 8 KiB per node, measured with connections open), so that managers
+/// dropped without `close()` are collected at a pace that bounds the memory they hold.
+fn native_size(nodes: usize) -> i64 {
+    8192 * (1 + i64::try_from(nodes).unwrap_or(i64::MAX / 16_384))
 }
 
 /// A lock manager over N Redis nodes. Construction validates synchronously and connects in the
 /// background; every operation waits for the connection attempt first.
-#[napi]
+#[napi(custom_finalize)]
 pub struct NativeManager {
     core: Arc<Core>,
+    /// The bytes reported to V8 with `adjust_external_memory`, given back when finalized.
+    external: i64,
     scope: Arc<EnvScope>,
-    completer: Completer,
     /// The node URLs with passwords replaced by `***`.
     nodes: Vec<String>,
 }
@@ -112,11 +173,12 @@ impl NativeManager {
             config
                 .check()
                 .map_err(|e| to_napi(in_node_words(e, "ttl")))?;
-            let nodes = config
+            let nodes: Vec<String> = config
                 .nodes()
                 .iter()
                 .map(|u| ironlock::redact_url(u))
                 .collect();
+            let external = native_size(nodes.len());
             let scope = EnvScope::of(env)?;
             let completer = Completer::new(env, &complete)?;
             let manager = LockManager::new(config).boxed().shared();
@@ -125,12 +187,16 @@ impl NativeManager {
             spawn(async move {
                 let _ = driver.await;
             });
-            let core = Arc::new(Core(manager));
+            let core = Arc::new(Core {
+                manager: Mutex::new(Some((manager, completer))),
+                last_stats: Mutex::new(None),
+            });
             scope.register(Arc::downgrade(&core) as Weak<dyn Closable>);
+            env.adjust_external_memory(external)?;
             Ok(NativeManager {
                 core,
+                external,
                 scope,
-                completer,
                 nodes,
             })
         })
@@ -184,10 +250,9 @@ impl NativeManager {
             let options = options.unwrap_or_default().into_core()?;
             let cancelled = cancel.map(|c| c.tx.subscribe());
             let exited = self.scope.exited();
-            let manager = self.core.0.clone();
-            let completer = self.completer.clone();
+            let (manager, completer) = self.core.with_completer()?;
             let scope = Arc::clone(&self.scope);
-            self.completer.run(id, async move {
+            completer.clone().run(id, async move {
                 let manager = manager.await.map_err(to_napi)?;
                 let semaphore = limit.map(|k| manager.semaphore(resources[0].as_str(), k));
                 let acquire = async {
@@ -227,14 +292,27 @@ impl NativeManager {
     /// first connection attempt has finished (a node that is down, silent or cannot be resolved
     /// does not fail it: it votes "error" until a background reconnection succeeds). Rejects
     /// with CONNECTION when fewer hosts than a quorum can be resolved.
+    /// With `requireQuorum`, it then rejects with CONNECTION, naming each node that is not
+    /// connected and why, when fewer than a quorum are (`LockManager.connect`).
     #[napi(ts_return_type = "Promise<void>", catch_unwind)]
-    pub fn ready<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+    pub fn ready<'env>(
+        &self,
+        env: &'env Env,
+        require_quorum: Option<bool>,
+    ) -> Result<Object<'env>> {
         boundary(|| {
-            let manager = self.core.0.clone();
-            self.scope.promise(
-                env,
-                async move { manager.await.map(|_| ()).map_err(to_napi) },
-            )
+            // A closed manager had started (or never will): nothing to wait for.
+            let manager = self.core.get().ok();
+            self.scope.promise(env, async move {
+                let Some(connecting) = manager else {
+                    return Ok(());
+                };
+                let m = connecting.await.map_err(to_napi)?;
+                if require_quorum == Some(true) {
+                    m.require_connected_quorum().map_err(to_napi)?;
+                }
+                Ok(())
+            })
         })
     }
 
@@ -256,7 +334,7 @@ impl NativeManager {
     pub fn inspect<'env>(&self, env: &'env Env, resource: String) -> Result<Object<'env>> {
         boundary(|| {
             ironlock::validate_resource(&resource).map_err(to_napi)?;
-            let manager = self.core.0.clone();
+            let manager = self.core.get()?;
             self.scope.promise(env, async move {
                 let m = manager.await.map_err(to_napi)?;
                 let holders = m.inspect(&resource).await.map_err(to_napi)?;
@@ -279,7 +357,7 @@ impl NativeManager {
     ) -> Result<Object<'env>> {
         boundary(|| {
             ironlock::validate_resources(&resources).map_err(to_napi)?;
-            let manager = self.core.0.clone();
+            let manager = self.core.get()?;
             self.scope.promise(env, async move {
                 let m = manager.await.map_err(to_napi)?;
                 let released = m.release_token(&resources, &token).await;
@@ -292,28 +370,29 @@ impl NativeManager {
     /// manager has connected.
     #[napi(catch_unwind)]
     pub fn stats_json(&self) -> Result<String> {
-        boundary(|| {
-            let stats = match self.core.0.peek() {
-                Some(Ok(m)) => m.stats(),
-                _ => ironlock::Stats::zero(),
-            };
-            Ok(stats.to_json())
-        })
+        boundary(|| Ok(self.core.stats().to_json()))
     }
 
-    /// Stops the manager's background tasks; later operations reject with UNAVAILABLE. Locks
-    /// already granted are not released.
+    /// Stops the manager's background tasks and frees its native state; later operations
+    /// reject with UNAVAILABLE. Locks already granted are not released.
     #[napi(ts_return_type = "Promise<void>", catch_unwind)]
     pub fn close<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         boundary(|| {
-            let manager = self.core.0.clone();
+            let manager = self.core.take();
             self.scope.promise(env, async move {
-                if let Ok(m) = manager.await {
-                    m.close();
+                if let Some(connecting) = manager {
+                    close_when_connected(connecting).await;
                 }
                 Ok(())
             })
         })
+    }
+}
+
+impl ObjectFinalize for NativeManager {
+    /// Gives back the native size reported to V8 at construction.
+    fn finalize(self, env: Env) -> Result<()> {
+        env.adjust_external_memory(-self.external).map(|_| ())
     }
 }
 

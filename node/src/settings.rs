@@ -190,6 +190,7 @@ impl AcquireOptions {
                 .transpose()?,
             fencing: self.fencing.unwrap_or(false),
             fair: self.fair,
+            holder: None,
         })
     }
 }

@@ -579,7 +579,14 @@ describe('failures', () => {
     const port = cluster.ports[0]
     await cluster.kill(0)
     const url = `redis://alice:hunter2secret@127.0.0.1:${port}`
-    const manager = await LockManager.connect([url], { ...TEST_SETTINGS, retryCount: 0, connectTimeout: 200 })
+    const settings = { ...TEST_SETTINGS, retryCount: 0, connectTimeout: 200 }
+    // connect() waits for a quorum: it rejects, naming the node without its password.
+    const refused = await LockManager.connect([url], settings).catch((x) => x)
+    assert.ok(refused instanceof ConnectionError, String(refused))
+    assert.match(refused.message, /nodes\[0\] redis:\/\/alice:\*\*\*@127\.0\.0\.1:\d+: /)
+    assert.ok(![refused.message, refused.stack, inspect(refused)].join('\n').includes('hunter2secret'))
+    // A manager that does not wait starts; its acquire fails with the node's error vote.
+    const manager = new LockManager([url], settings)
     try {
       const e = await manager.acquire([unique()], 1_000).catch((x) => x)
       assert.ok(e instanceof ExecutionError, String(e))

@@ -8,7 +8,7 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 
-import { LockManager, QuorumUnavailableError, InvalidArgumentError } from '../lib/index.mjs'
+import { LockManager, QuorumUnavailableError, InvalidArgumentError, ConnectionError } from '../lib/index.mjs'
 import { HARNESS, startCluster, unique } from './harness.mjs'
 
 async function freePort() {
@@ -33,7 +33,12 @@ describe('mutual TLS', () => {
     const base = { restartQuarantine: false, retryCount: 0, connectTimeout: 5000 }
     const ca = readFileSync(file('ca.pem'))
     try {
-      const without = await LockManager.connect([url], { ...base, tls: { ca } })
+      // connect() waits for a quorum: the refused handshake is its error, with what to set.
+      const refused = await LockManager.connect([url], { ...base, tls: { ca } }).catch((x) => x)
+      assert.ok(refused instanceof ConnectionError, String(refused))
+      assert.match(refused.message, /requires a client certificate: set tls\.cert and tls\.key/)
+      // A manager that does not wait starts anyway; its acquire says the same.
+      const without = new LockManager([url], { ...base, tls: { ca } })
       const e = await without.acquire([unique()], 2000).catch((x) => x)
       assert.ok(e instanceof QuorumUnavailableError, String(e))
       // What to set, in the names a Node caller gives.
@@ -85,7 +90,7 @@ describe('mutual TLS', () => {
       const tls = { ca: readFileSync(file('ca.pem')), cert: readFileSync(file('client.pem')), key: readFileSync(file('client.key')) }
       const base = { restartQuarantine: false, retryCount: 0, connectTimeout: 5000, keyPrefix: 'lk:' }
       // Without per-node settings: each handshake error says what to set, in Node's names.
-      const plain = await LockManager.connect(urls, { ...base, tls })
+      const plain = new LockManager(urls, { ...base, tls })
       const e = await plain.acquire([unique()], 2000).catch((x) => x)
       assert.ok(e instanceof QuorumUnavailableError, String(e))
       assert.match(e.message, /does not name this host: connect by a name it holds, or set tls\.servername/)

@@ -756,5 +756,6 @@ pub(crate) fn acquire_options(how: How<'_, '_>) -> PyResult<AcquireOptions> {
             Some(v) if !v.is_none() => Some(boolean("fair", v)?),
             _ => None,
         },
+        holder: None,
     })
 }

@@ -40,13 +40,6 @@ LENIENT_TTL_MS = 2000
 LENIENT_NODE_TIMEOUT_MS = 1000
 PAUSE_S = 0.5  # how long the paused node stays stopped (longer than node_timeout)
 RSS_LIMIT_KB = 2048
-# KNOWN DEFECT, tracked in the closing note of 2026-11-27: the Node binding retains memory for
-# every manager created and closed (measured with `--short --only node --managers 1200`, 840
-# measured managers: +4.79 MB at 8a09871, before that session's work, +6.05 MB after it, whose
-# larger per-node state made each retained unit bigger; Rust, C and Python retain ~0). Until it is
-# found and fixed, the manager phase of Node is held to this bound instead, so that the short
-# soak still fails on any further growth; the cycles phase keeps RSS_LIMIT_KB.
-NODE_MANAGERS_RSS_LIMIT_KB = 3072
 # A blocking pool retires a thread after 10 s idle (tokio's default keep-alive): the end samples
 # wait up to this long for the thread count to come back to the baseline.
 IDLE_S = 15.0
@@ -307,9 +300,8 @@ def run_lang(lang: str, argv: List[str], extra_env: Dict[str, str], h: Harness,
         w.touch("go")
         r.check(int(done.get("manager_errors", 0)) == 0,
                 "%s managers could not be created" % done.get("manager_errors"))
-        limit = NODE_MANAGERS_RSS_LIMIT_KB if lang == "node" else RSS_LIMIT_KB
         r.cells["managers"] = "%d: %s" % (args.managers, growth(r, "managers", m0, m1,
-                                                                not lenient, limit))
+                                                                not lenient, RSS_LIMIT_KB))
 
         # Cycles: the storm runs from the start; the baseline is taken after the warm-up (the
         # first 10 % of the cycles and at least WARM_S, storm included: the high-water marks of its backlogs belong
