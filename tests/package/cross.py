@@ -362,7 +362,10 @@ def main() -> int:
     work = REPO / "target" / "cross-test"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    inspect_all(dist, work, version)
+    try:
+        inspect_all(dist, work, version)
+    except Exception as e:
+        check("inspect_all completes", False, "%s: %s" % (type(e).__name__, e))
 
     harness = subprocess.Popen([HARNESS, "--nodes", "3"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)
@@ -372,8 +375,14 @@ def main() -> int:
         env = dict(os.environ, IRONLOCK_NODES=",".join(urls), IRONLOCK_QUARANTINE="off")
         for k in ("PYTHONPATH", "NODE_PATH", "LD_LIBRARY_PATH", "PKG_CONFIG_PATH", "VIRTUAL_ENV"):
             env.pop(k, None)
-        musl_native(work, urls, env, version)
-        aarch64_glibc(dist, work, urls, env, version)
+        for phase in (musl_native, aarch64_glibc):
+            try:
+                if phase is musl_native:
+                    musl_native(work, urls, env, version)
+                else:
+                    aarch64_glibc(dist, work, urls, env, version)
+            except Exception as e:  # one broken phase must not hide the other's results
+                check("%s completes" % phase.__name__, False, "%s: %s" % (type(e).__name__, e))
     finally:
         harness.stdin.write("quit\n")
         harness.stdin.close()
