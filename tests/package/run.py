@@ -76,8 +76,7 @@ def venv(base: str, where: Path) -> Path:
 def main() -> int:
     dist = Path(sys.argv[1] if len(sys.argv) > 1 else REPO / "dist").resolve()
     wheel = glob.glob(str(dist / "ironlock-*-abi3-*manylinux*x86_64*.whl"))
-    sdist = glob.glob(str(dist / "ironlock-*.tar.gz"))
-    sdist = [s for s in sdist if not os.path.basename(s).startswith("ironlock-c-")]
+    sdist = glob.glob(str(dist / "ironlock-[0-9]*.tar.gz"))
     npm = glob.glob(str(dist / "ironlock-[0-9]*.tgz"))
     addon_pkg = glob.glob(str(dist / "ironlock-linux-x64-gnu-[0-9]*.tgz"))
     ctar = glob.glob(str(dist / "ironlock-c-*-x86_64-unknown-linux-gnu.tar.gz"))
