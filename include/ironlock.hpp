@@ -158,6 +158,7 @@ public:
         return apply(ironlock_config_set_max_ttl_ms(c_.get(), detail::millis("max_ttl", d)));
     }
     config &restart_quarantine(bool on) { return apply(ironlock_config_set_restart_quarantine(c_.get(), on)); }
+    config &replica_acks(std::uint32_t n) { return apply(ironlock_config_set_replica_acks(c_.get(), n)); }
     config &reseat(bool on) { return apply(ironlock_config_set_reseat(c_.get(), on)); }
     config &key_prefix(const std::string &p) { return apply(ironlock_config_set_key_prefix(c_.get(), detail::c_str("key_prefix", p))); }
     template <class R, class P> config &min_validity(std::chrono::duration<R, P> d) {

@@ -69,6 +69,13 @@ pub struct Global {
     #[arg(long, global = true)]
     pub no_restart_quarantine: bool,
 
+    /// Count a node's "yes" only once N of its master's replicas acknowledged the write (WAIT);
+    /// a node whose master changed then counts at once instead of sitting out the failover
+    /// quarantine. Only when every client of these nodes sets it, to each master's number of
+    /// replicas; not with redis-cluster:// nodes
+    #[arg(long, value_name = "N", global = true, default_value_t = 0)]
+    pub replica_acks: u32,
+
     /// Do not write a held lock's keys back on a node that restarted and lost them (by default
     /// an extension re-seats them, so `run` keeps its lock through a rolling restart of the nodes)
     #[arg(long, global = true)]

@@ -116,6 +116,7 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
     let prefix = global.key_prefix.clone();
     let quarantine = !global.no_restart_quarantine;
     let reseat = !global.no_reseat;
+    let replica_acks = global.replica_acks;
     let pem = |flag: &str, path: &Option<std::path::PathBuf>| -> Result<Option<Vec<u8>>, Error> {
         path.as_ref()
             .map(|p| std::fs::read(p).map_err(|e| invalid(format!("{flag} {}: {e}", p.display()))))
@@ -133,6 +134,7 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
             .connect_timeout(connect_timeout)
             .restart_quarantine(quarantine)
             .reseat(reseat)
+            .replica_acks(replica_acks)
             .tls_ca_cert(ca.clone())
             .tls_client_cert(cert.clone())
             .tls_client_key(key.clone())
@@ -143,7 +145,7 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
 /// The core's setting names in its messages, as the command line spells them ("max_ttl" →
 /// "--max-ttl"): every setting the command line has an option for, and `run`'s ttl (first, so
 /// that the `--ttl` it becomes is not respelled again, and `max_ttl` is one word).
-const FLAG_WORDS: [(&str, &str); 10] = [
+const FLAG_WORDS: [(&str, &str); 11] = [
     ("ttl", "--ttl"),
     ("tls_ca_cert", "--cacert"),
     ("tls_client_cert", "--cert"),
@@ -154,6 +156,7 @@ const FLAG_WORDS: [(&str, &str); 10] = [
     ("node_timeout", "--node-timeout"),
     ("connect_timeout", "--connect-timeout"),
     ("key_prefix", "--key-prefix"),
+    ("replica_acks", "--replica-acks"),
 ];
 
 /// Prints `err` (human text, or a JSON `error` event) and returns its exit code.

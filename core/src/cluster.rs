@@ -48,6 +48,7 @@ impl Cluster {
             node_timeout: config.node_timeout,
             connect_timeout: config.connect_timeout,
             quarantine,
+            replica_acks: config.replica_acks,
             inflight: inflight.clone(),
             rt: rt.clone(),
             alarm: Alarm::new(rt.clone()),

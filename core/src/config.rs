@@ -32,6 +32,7 @@ pub struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) max_ttl: Duration,
     pub(crate) restart_quarantine: bool,
+    pub(crate) replica_acks: u32,
     pub(crate) reseat: bool,
     pub(crate) key_prefix: String,
     pub(crate) min_validity: Duration,
@@ -115,6 +116,7 @@ impl Config {
             connect_timeout: defaults::CONNECT_TIMEOUT,
             max_ttl: defaults::MAX_TTL,
             restart_quarantine: true,
+            replica_acks: 0,
             reseat: true,
             key_prefix: String::new(),
             min_validity: Duration::ZERO,
@@ -173,6 +175,17 @@ setters! {
     /// Keep restarted nodes out of the quorum for `max_ttl` + drift + 1 s. Default on; switch off
     /// only for nodes that persist with `appendfsync always`.
     restart_quarantine: bool;
+    /// Replica acknowledgement (0 = off, the default; at most 16): a node's "yes" counts only
+    /// once this many of its master's replicas have acknowledged the write (`WAIT n
+    /// node_timeout/2` sent right after it on the same connection); fewer in that time makes
+    /// the vote an error. A master promoted from such a replica then holds every lock its
+    /// old master granted, so a voter whose master changed counts at once instead of sitting
+    /// out the failover quarantine (the restart quarantine still applies). Safe only when
+    /// **every** client of these nodes sets it, to the number of replicas each master has: a
+    /// client without it may hold a lock that no replica has. Not for `redis-cluster://`
+    /// voters (refused by [`Config::check`]): WAIT cannot follow a write through the cluster
+    /// client, so they keep the failover quarantine.
+    replica_acks: u32;
     /// Re-seat on extension (SPEC §12): an extension that finds a held lock's keys gone from a
     /// node that restarted since it last held them writes them back there (`SET NX`, never over
     /// another token), so a lock held through a rolling restart of every node is not lost.
@@ -381,6 +394,12 @@ impl Config {
                 "max_ttl: must exceed its own drift allowance (drift_factor × max_ttl + drift_constant)",
             ));
         }
+        if self.replica_acks > 16 {
+            return Err(Error::invalid(format!(
+                "replica_acks: must be 0 (off) to 16 replicas, got {}",
+                self.replica_acks
+            )));
+        }
         if self.min_validity >= self.max_ttl {
             return Err(Error::invalid("min_validity: must be below max_ttl"));
         }
@@ -459,6 +478,12 @@ impl Config {
                     "nodes[{i}]: duplicate node {}: the same server as nodes[{first}] ({}); one server is one vote, whatever its database number",
                     cut(&spec.display),
                     cut(&earlier.display)
+                )));
+            }
+            if self.replica_acks > 0 && spec.cluster.is_some() {
+                return Err(Error::invalid(format!(
+                    "replica_acks: not available with a Redis Cluster voter (nodes[{i}] {}): WAIT cannot follow a write through the cluster client, so a cluster voter keeps the failover quarantine; set replica_acks to 0",
+                    cut(&spec.display)
                 )));
             }
             seen.insert(identity, i);

@@ -145,6 +145,8 @@ pub(crate) struct Node {
     connect_timeout: Duration,
     /// `None` when restart quarantine is off.
     quarantine: Option<Duration>,
+    /// Replicas that must acknowledge a vote's write (`WAIT`), 0 for none (`replica_acks`).
+    replica_acks: u32,
     state: Mutex<State>,
     reconnecting: AtomicBool,
     /// The last attempt found that the host name does not resolve.
@@ -195,6 +197,13 @@ static NOT_VOTES: std::sync::LazyLock<[String; 3]> = std::sync::LazyLock::new(||
     ]
     .map(|s| redis::Script::new(s).get_hash().to_owned())
 });
+
+/// Whether `cmd` is a vote (a write that grants or keeps a lock), not a release.
+fn is_vote(cmd: &redis::Cmd) -> bool {
+    cmd.args_iter().nth(1).is_some_and(
+        |a| !matches!(a, redis::Arg::Simple(sha) if NOT_VOTES.iter().any(|n| n.as_bytes() == sha)),
+    )
+}
 
 /// One node as the manager sees it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,6 +261,8 @@ pub(crate) struct NodeSettings {
     pub(crate) connect_timeout: Duration,
     /// `None` when restart quarantine is off.
     pub(crate) quarantine: Option<Duration>,
+    /// The `replica_acks` setting.
+    pub(crate) replica_acks: u32,
     pub(crate) inflight: Arc<InFlight>,
     pub(crate) rt: tokio::runtime::Handle,
     pub(crate) alarm: Arc<Alarm>,
@@ -337,6 +348,7 @@ impl Node {
             node_timeout: settings.node_timeout,
             connect_timeout: settings.connect_timeout,
             quarantine: settings.quarantine,
+            replica_acks: settings.replica_acks,
             state: Mutex::new(State {
                 conn: None,
                 generation: 0,
@@ -690,8 +702,12 @@ impl Node {
         // A master promoted from a replica may lack keys its old master granted and had not
         // replicated: its reign is dated on the node itself, so that a client that never saw
         // the old master keeps it out as long as one that did.
+        // With replica acknowledgement every granted key reached the replicas before it
+        // counted, so the promoted one has them all: no failover quarantine.
         let reign = match (self.quarantine, info.promoted) {
-            (Some(_), true) => Some(self.reign(&mut conn, &info.replid).await?),
+            (Some(_), true) if self.replica_acks == 0 => {
+                Some(self.reign(&mut conn, &info.replid).await?)
+            }
             _ => None,
         };
         let received = Instant::now();
@@ -902,16 +918,49 @@ impl Node {
             let reply = guarded.query_async(&mut conn).await;
             let value = self.settle(Ok(reply), generation)?;
             // A shard in quarantine ran the vote, but it does not count (releases do).
-            let vote = cmd.args_iter().nth(1).is_some_and(|a| {
-                !matches!(a, redis::Arg::Simple(sha) if NOT_VOTES.iter().any(|n| n.as_bytes() == sha))
-            });
-            if vote && let Some(why) = shard.and_then(|s| s.not_counted(Instant::now())) {
+            if is_vote(cmd)
+                && let Some(why) = shard.and_then(|s| s.not_counted(Instant::now()))
+            {
                 return Err(Failure::Error(why));
             }
             return Ok(value);
         }
+        if self.replica_acks > 0 && is_vote(cmd) {
+            return self.query_acknowledged(cmd, conn, generation).await;
+        }
         let reply = cmd.query_async(&mut conn).await;
         self.settle(Ok(reply), generation)
+    }
+
+    /// A vote in replica-acknowledgement mode: `cmd` then `WAIT replica_acks node_timeout` in
+    /// one pipeline (WAIT counts the replicas that have every write this connection sent so
+    /// far, this one included). Fewer than `replica_acks` makes the vote an error: its key may
+    /// be on the master alone, which a failover could lose.
+    async fn query_acknowledged<T: FromRedisValue>(
+        self: &Arc<Self>,
+        cmd: &redis::Cmd,
+        mut conn: Conn,
+        generation: u64,
+    ) -> Result<T, Failure> {
+        // Half the round's bound: a WAIT that times out still answers within the round, so the
+        // report says how many replicas acknowledged rather than "no reply".
+        let wait_ms = u64::try_from(self.node_timeout.as_millis() / 2)
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd.clone())
+            .cmd("WAIT")
+            .arg(self.replica_acks)
+            .arg(wait_ms);
+        let reply = pipe.query_async::<(redis::Value, i64)>(&mut conn).await;
+        let (value, acked) = self.settle(Ok(reply), generation)?;
+        if acked < i64::from(self.replica_acks) {
+            return Err(Failure::Error(format!(
+                "the write reached {acked} of the {} replicas replica_acks asks for within {wait_ms} ms: not counted",
+                self.replica_acks
+            )));
+        }
+        T::from_redis_value(value).map_err(|e| Failure::Error(self.scrub(&e.to_string())))
     }
 
     /// Counts one request drained in the background until the guard drops.

@@ -274,6 +274,12 @@ pub static SETTINGS: &[Setting] = &[
         "positive, at most 2^53 - 1 ms",
     ),
     row("restart_quarantine", SettingKind::Flag, "on", "on or off"),
+    row(
+        "replica_acks",
+        SettingKind::Count,
+        "0 (off)",
+        "0 to 16 replicas that must acknowledge a vote's write (WAIT); not for redis-cluster:// voters",
+    ),
     row("reseat", SettingKind::Flag, "on", "on or off"),
     row("key_prefix", SettingKind::Text, "empty", "no NUL character"),
     row("min_validity", SettingKind::Duration, "0", "below max_ttl"),
@@ -373,6 +379,7 @@ impl Config {
         Ok(match (row.kind, &value) {
             (SettingKind::Count, SettingValue::Count(n)) => match name {
                 "retry_count" => self.retry_count(count(*n)?),
+                "replica_acks" => self.replica_acks(count(*n)?),
                 _ => unreachable!("every Count row is matched"),
             },
             (SettingKind::OptionalCount, SettingValue::Count(n)) => {

@@ -285,3 +285,113 @@ fn sentinel_urls_parse_and_bad_ones_name_the_argument() {
         ]
     );
 }
+
+/// Replica acknowledgement (`replica_acks`): a vote counts only once the replica has the key,
+/// so the promoted replica holds every granted lock and counts at once (no failover
+/// quarantine), and a write the replica did not acknowledge in time is no vote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_replica_acknowledgement_a_promoted_replica_has_every_lock_and_counts_at_once() {
+    let mut c = replicated();
+    let (master, replica) = (c.urls()[0].clone(), c.urls()[1].clone());
+    let acks = |url: &str| guarded(url).replica_acks(1);
+    let holder = LockManager::new(acks(&master)).await.expect("manager");
+
+    // The replica, paused, acknowledges nothing: the master's "yes" is no vote.
+    c.pause(1).expect("pause the replica");
+    let e = holder
+        .acquire_with(&[&unique("unacked")], MAX_TTL, AcquireOptions::try_once())
+        .await
+        .expect_err("a write no replica acknowledged counted");
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let why = e.report().expect("report").nodes[0]
+        .error
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        why.contains("the write reached 0 of the 1 replicas replica_acks asks for"),
+        "{why}"
+    );
+    c.resume(1).expect("resume the replica");
+
+    // The replica gets a replica of its own (chained), so that once promoted it still has one
+    // to acknowledge its writes.
+    let port = c.nodes()[1].port().to_string();
+    c.add_node(&["--replicaof", "127.0.0.1", &port])
+        .expect("a replica of the replica");
+    let deadline = Instant::now() + 10 * SEC;
+    while !c
+        .command(2, &["INFO", "replication"])
+        .is_ok_and(|r| r.contains("master_link_status:up"))
+    {
+        assert!(Instant::now() < deadline, "chained replica never linked");
+        std::thread::sleep(ms(20));
+    }
+
+    let key = unique("acked");
+    let lock = holder
+        .acquire(&[&key], MAX_TTL)
+        .await
+        .expect("the master counts once its replica acknowledged");
+    // Acknowledged means there: the replica holds the key as soon as the grant returns.
+    let on_replica = c.command(1, &["GET", &key]).expect("GET on the replica");
+    assert!(
+        on_replica.contains(lock.token()),
+        "granted before the replica had the key: {on_replica:?}"
+    );
+
+    // Promoted, the replica has the lock and counts at once for a client that never saw the
+    // old master: the holder's key blocks it, a free name is granted.
+    c.command(1, &["REPLICAOF", "NO", "ONE"]).expect("promote");
+    let fresh = LockManager::new(acks(&replica)).await.expect("manager");
+    let status = &fresh.node_status()[0];
+    assert!(
+        status.eligible,
+        "quarantined although every grant was acknowledged: {status:?}"
+    );
+    let e = fresh
+        .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
+        .await
+        .expect_err("a second holder on the promoted replica");
+    assert_eq!(e.kind(), ErrorKind::Contended, "{e}");
+    fresh
+        .acquire_with(&[&unique("free")], MAX_TTL, AcquireOptions::try_once())
+        .await
+        .expect("counted at once after the failover")
+        .release()
+        .await;
+    let unacked = LockManager::new(guarded(&replica)).await.expect("manager");
+    assert!(
+        !unacked.node_status()[0].eligible,
+        "the control: without replica_acks the promoted master is quarantined"
+    );
+    drop(lock);
+}
+
+#[test]
+fn replica_acks_names_itself_when_out_of_range_or_with_a_cluster_voter() {
+    let e = Config::new(["redis://127.0.0.1:1"])
+        .replica_acks(17)
+        .check()
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        e.message()
+            .starts_with("replica_acks: must be 0 (off) to 16 replicas, got 17"),
+        "{e}"
+    );
+    let e = Config::new(["redis-cluster://127.0.0.1:7000,127.0.0.1:7001"])
+        .replica_acks(1)
+        .check()
+        .unwrap_err();
+    assert!(
+        e.message()
+            .starts_with("replica_acks: not available with a Redis Cluster voter (nodes[0]"),
+        "{e}"
+    );
+    assert!(
+        Config::new(["redis://127.0.0.1:1"])
+            .replica_acks(16)
+            .check()
+            .is_ok()
+    );
+}

@@ -204,6 +204,22 @@ pub unsafe extern "C" fn ironlock_config_set_restart_quarantine(
     unsafe { edit(config, move |c| c.restart_quarantine(restart_quarantine)) }
 }
 
+/// Replica acknowledgement, 0 (off, the default) to 16 (checked by `ironlock_manager_new`): a
+/// node's "yes" counts only once this many of its master's replicas acknowledged the write
+/// (`WAIT`); a voter whose master changed then counts at once instead of sitting out the
+/// failover quarantine. Safe only when every client of these nodes sets it, to the number of
+/// replicas each master has. Refused with a `redis-cluster://` node. Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `config` is NULL or a live config.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_config_set_replica_acks(
+    config: *mut ironlock_config,
+    replica_acks: u32,
+) -> ironlock_status {
+    unsafe { edit(config, move |c| c.replica_acks(replica_acks)) }
+}
+
 /// Re-seat on extension: an extension that finds a held lock's keys gone from a node that
 /// restarted since it last held them writes them back there (`SET NX`: never over another
 /// client's key), so a lock held through a rolling restart of every node is not lost. Default

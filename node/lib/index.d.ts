@@ -108,6 +108,14 @@ export interface Settings {
   /** Keep restarted nodes out of the quorum. Default true. */
   restartQuarantine?: boolean
   /**
+   * Replica acknowledgement, 0 (off, the default) to 16: a node's "yes" counts only once this
+   * many of its master's replicas acknowledged the write (WAIT); a node whose master changed
+   * then counts at once instead of sitting out the failover quarantine. Safe only when every
+   * client of these nodes sets it, to the number of replicas each master has; refused with a
+   * `redis-cluster://` node.
+   */
+  replicaAcks?: number
+  /**
    * Re-seat on extension: write a held lock's keys back on a node that restarted and lost
    * them (never over another client's key), so the lock survives a rolling restart. Default
    * true.

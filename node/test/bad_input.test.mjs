@@ -113,6 +113,7 @@ describe('bad input', () => {
       [{ keyPrefix: 'a\u0000b' }, 'settings.keyPrefix'],
       [{ retryCont: 3 }, 'settings.retryCont'],
       [{ retryDelay: 10n }, 'settings.retryDelay'],
+      [{ replicaAcks: 17 }, 'settings.replicaAcks: must be 0 (off) to 16 replicas, got 17'],
     ]
     for (const [settings, name] of cases) {
       assert.throws(() => new LockManager([url], settings), isInvalid(name), String(Object.keys(settings)))

@@ -112,6 +112,10 @@ BAD_SETTINGS = [
     (["redis://127.0.0.1:1"], {"retry_count": -(10**40)}, ironlock.InvalidArgumentError, "retry_count"),
     (["redis://127.0.0.1:1"], {"extension_threshold": 0}, ironlock.InvalidArgumentError, "extension_threshold"),
     (["redis://127.0.0.1:1"], {"drift_constant": "2ms"}, ironlock.ArgumentTypeError, "drift_constant"),
+    (["redis://127.0.0.1:1"], {"replica_acks": 17}, ironlock.InvalidArgumentError,
+     "replica_acks: must be 0 (off) to 16 replicas, got 17"),
+    (["redis-cluster://127.0.0.1:1"], {"replica_acks": 1}, ironlock.InvalidArgumentError,
+     "replica_acks: not available with a Redis Cluster voter (nodes[0]"),
 ]
 
 

@@ -31,6 +31,8 @@ struct Args {
     fair: bool,
     /// ironlock only: permits of a semaphore of this limit instead of the lock (`--limit K`).
     limit: Option<u32>,
+    /// ironlock only: the `replica_acks` setting (`--replica-acks N`; bench/replica_acks.py).
+    replica_acks: u32,
 }
 
 fn parse_args() -> Args {
@@ -45,6 +47,7 @@ fn parse_args() -> Args {
         hold: Duration::ZERO,
         fair: false,
         limit: None,
+        replica_acks: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -66,6 +69,9 @@ fn parse_args() -> Args {
             }
             "--fair" => a.fair = v == "1",
             "--limit" => a.limit = Some(v.parse().unwrap_or_else(|_| fail("--limit"))),
+            "--replica-acks" => {
+                a.replica_acks = v.parse().unwrap_or_else(|_| fail("--replica-acks"))
+            }
             _ => fail(&format!("unknown argument {k}")),
         }
     }
@@ -258,7 +264,9 @@ impl Client {
                 // Fresh nodes: restart quarantine off. (c): retry off (one round per call, the
                 // driver retries). (d): the library's defaults (10 retries, 200 ± 100 ms, release
                 // wake-ups). Otherwise defaults too (distinct keys never contend).
-                let mut cfg = ironlock::Config::new(&args.urls).restart_quarantine(false);
+                let mut cfg = ironlock::Config::new(&args.urls)
+                    .restart_quarantine(false)
+                    .replica_acks(args.replica_acks);
                 if args.workload == "c" {
                     cfg = cfg.retry_count(0);
                 }

@@ -257,7 +257,8 @@ class LockManager(_native.LockManager):
 
     ``LockManager(nodes=None, *, retry_count=10, retry_delay=0.2, retry_jitter=0.1,
     drift_factor=0.01, drift_constant=0.002, node_timeout=0.05, connect_timeout=1.0,
-    max_ttl=60.0, restart_quarantine=True, reseat=True, key_prefix="", min_validity=0.0,
+    max_ttl=60.0, restart_quarantine=True, replica_acks=0, reseat=True, key_prefix="",
+    min_validity=0.0,
     max_extensions=None, extension_threshold=None, fair=False, queue_timeout=None)`` — durations
     in float seconds or ``datetime.timedelta``. ``nodes``: a list of URLs, of mappings with
     redis-py's keywords (``host``, ``port``, ``username``, ``password``, ``db``, ``ssl``,
