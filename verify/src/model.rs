@@ -1,0 +1,1070 @@
+//! The protocol as a state machine: clients and nodes are actors that exchange messages over a
+//! network that loses, duplicates, delays and reorders them; nodes crash and restart with or
+//! without their data, or change master (failover); time moves in ticks and each node's expiry
+//! clock may run ahead of true time by up to `skew` ticks.
+//!
+//! Every number the protocol computes — quorum, a semaphore's quorum, drift, validity, the restart
+//! quarantine and the fence — comes from `ironlock` itself (`ms` turns ticks into the
+//! milliseconds its functions take). A tick is one millisecond to core.
+//!
+//! The model is built to grow: a lock is a semaphore with limit 1 here, and the node's admission
+//! rule (`Node::admits`) is the one place a read-write lock (a read admitted beside reads, never
+//! beside a write) or an election (a semaphore of one whose fence is the term) would plug in, with
+//! their properties beside `exclusion` in `check.rs`.
+
+use std::fmt;
+use std::time::Duration;
+
+use stateright::{Model, Property};
+
+/// A tick of model time.
+pub type Tick = i16;
+
+/// A safety mechanism switched off or weakened. The checker must find a counterexample for each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mutant {
+    /// A restarted node's "yes" counts at once (`restart_quarantine` off).
+    NoQuarantine,
+    /// An extension re-seats its key on every node where it is absent, not only on nodes whose
+    /// `run_id` changed since the lock was seated there.
+    ReseatWithoutRunIdCheck,
+    /// A re-seat on a node still in quarantine counts as a vote.
+    ReseatInQuarantineCounts,
+    /// A semaphore takes a plain majority, not Q(limit).
+    SemaphoreMajority,
+    /// No drift allowance: validity = ttl − elapsed.
+    DriftZero,
+    /// The fence is computed but not written back to a quorum before the grant.
+    FenceWithoutWriteBack,
+    /// A master promoted from a replica counts at once (only restarts are quarantined).
+    FailoverRuleOff,
+}
+
+impl Mutant {
+    /// Every mutant, in report order.
+    pub const ALL: [Mutant; 7] = [
+        Mutant::NoQuarantine,
+        Mutant::ReseatWithoutRunIdCheck,
+        Mutant::ReseatInQuarantineCounts,
+        Mutant::SemaphoreMajority,
+        Mutant::DriftZero,
+        Mutant::FenceWithoutWriteBack,
+        Mutant::FailoverRuleOff,
+    ];
+
+    /// The name `scripts/verify` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::NoQuarantine => "no-restart-quarantine",
+            Mutant::ReseatWithoutRunIdCheck => "reseat-without-run-id-check",
+            Mutant::ReseatInQuarantineCounts => "reseat-in-quarantine-counts",
+            Mutant::SemaphoreMajority => "semaphore-majority-quorum",
+            Mutant::DriftZero => "drift-allowance-0",
+            Mutant::FenceWithoutWriteBack => "fence-without-write-back",
+            Mutant::FailoverRuleOff => "failover-rule-off",
+        }
+    }
+}
+
+/// One configuration of the model: sizes, times in ticks, fault budgets.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Name printed in reports.
+    pub name: &'static str,
+    /// Voters (N).
+    pub nodes: u8,
+    /// Clients contending for the one resource.
+    pub clients: u8,
+    /// Permits (1: a lock).
+    pub limit: u32,
+    /// ttl of every acquire and extend, and `max_ttl`.
+    pub ttl: Tick,
+    /// How far a node's expiry clock may run ahead of true time (the drift bound); also the
+    /// client's `drift_constant` (drift factor 0: ticks are too coarse for a fraction).
+    pub skew: Tick,
+    /// A round's deadline after its requests left (`node_timeout`).
+    pub node_timeout: Tick,
+    /// How far a client's wall clock (the fence's floor) may be ahead of another's.
+    pub wall_skew: Tick,
+    /// Time horizon.
+    pub max_time: Tick,
+    /// Node restarts (each with or without its data).
+    pub restarts: u8,
+    /// Failovers (master changes that lose unreplicated data, counters included).
+    pub failovers: u8,
+    /// Messages lost.
+    pub losses: u8,
+    /// Messages duplicated.
+    pub dups: u8,
+    /// Acquire rounds per client.
+    pub attempts: u8,
+    /// Extensions per client.
+    pub extends: u8,
+    /// Acquire with fencing.
+    pub fencing: bool,
+    /// Check that a client is granted by the end (faults bounded; rounds are taken at once).
+    pub liveness: bool,
+    /// The mechanism switched off, if any.
+    pub mutant: Option<Mutant>,
+    /// Extend as core does today: an extension decided after the lock's previous deadline still
+    /// counts (the lock comes back). Off, such an extension finds the lock lost.
+    pub as_core_today: bool,
+}
+
+/// Ticks as the durations core's arithmetic takes.
+fn ms(t: Tick) -> Duration {
+    Duration::from_millis(t.max(0) as u64)
+}
+
+fn ticks(d: Duration) -> Tick {
+    d.as_millis() as Tick
+}
+
+/// The model: parameters and what they derive through core.
+#[derive(Clone, Debug)]
+pub struct Redlock {
+    /// The configuration.
+    pub p: Params,
+    /// Quorum of a grant or extension.
+    pub q: usize,
+    /// drift(ttl), by core.
+    pub drift: Tick,
+    /// Restart / failover quarantine, by core.
+    pub quarantine: Tick,
+}
+
+impl Redlock {
+    /// Derives quorum, drift and quarantine from core.
+    pub fn new(p: Params) -> Self {
+        let n = usize::from(p.nodes);
+        let q = if p.limit == 1 || p.mutant == Some(Mutant::SemaphoreMajority) {
+            ironlock::quorum(n)
+        } else {
+            ironlock::semaphore_quorum(n, p.limit)
+        };
+        let constant = if p.mutant == Some(Mutant::DriftZero) {
+            0
+        } else {
+            p.skew
+        };
+        let drift = ticks(ironlock::drift(ms(p.ttl), 0.0, ms(constant)));
+        // The quarantine always allows for the real drift (the mutant weakens only validity);
+        // the uptime a node reports is exact here, so its resolution is one tick.
+        let real_drift = ironlock::drift(ms(p.ttl), 0.0, ms(p.skew));
+        let quarantine = ticks(ironlock::restart_quarantine(ms(p.ttl), real_drift, ms(1)));
+        Redlock {
+            p,
+            q,
+            drift,
+            quarantine,
+        }
+    }
+
+    fn is(&self, m: Mutant) -> bool {
+        self.p.mutant == Some(m)
+    }
+
+    /// Core's validity of a round that started at `t1` and is decided `now`.
+    fn validity(&self, t1: Tick, now: Tick) -> bool {
+        ironlock::validity(ms(self.p.ttl), ms(now - t1), ms(self.drift)).is_some()
+    }
+
+    /// Whether a client counts a "yes" from a node with this history, now.
+    fn eligible(&self, now: Tick, started: Tick, promoted: Tick) -> bool {
+        if self.is(Mutant::NoQuarantine) {
+            return true;
+        }
+        let restart_ok = now - started >= self.quarantine;
+        let failover_ok = self.is(Mutant::FailoverRuleOff) || now - promoted >= self.quarantine;
+        restart_ok && failover_ok
+    }
+
+    fn wall(&self, client: u8, now: Tick) -> u64 {
+        // Client 0's wall clock is ahead of the others' by wall_skew.
+        let ahead = if client == 0 { self.p.wall_skew } else { 0 };
+        (now + ahead).max(0) as u64 + 1
+    }
+}
+
+/// A token: the client and its attempt.
+pub type Token = u8;
+
+fn token_of(client: u8, seq: u8) -> Token {
+    client * 16 + seq
+}
+
+/// One node (a voter).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Node {
+    /// `run_id` (changes on restart and on failover).
+    pub run: u8,
+    /// When this server started (its uptime's origin).
+    pub started: Tick,
+    /// When its master was promoted (failover); long ago at first.
+    pub promoted: Tick,
+    /// Holders of the resource: token and true-time expiry (at most `limit`).
+    pub holders: Vec<(Token, Tick)>,
+    /// The fence counter of the resource (never expires).
+    pub counter: u64,
+}
+
+impl Node {
+    fn holds(&self, t: Token) -> bool {
+        self.holders.iter().any(|&(h, _)| h == t)
+    }
+
+    /// The admission rule: a lock's key is free, or a semaphore has a seat left.
+    fn admits(&self, limit: u32) -> bool {
+        self.holders.len() < limit as usize
+    }
+
+    fn add(&mut self, t: Token, exp: Tick) {
+        self.holders.push((t, exp));
+        self.holders.sort_unstable();
+    }
+}
+
+/// What a client asks of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// SET NX PX ttl (or a semaphore seat), returning the fence counter.
+    Acquire(Token),
+    /// PEXPIRE if still mine; with `reseat`, SET NX PX where absent.
+    Extend { token: Token, reseat: bool },
+    /// counter = max(counter, f) where the key still holds my token.
+    Fence { token: Token, f: u64 },
+    /// Compare-and-delete (no reply needed).
+    Release(Token),
+}
+
+/// A node's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Ans {
+    /// Done, with the fence counter (acquire).
+    Yes(u64),
+    /// Extend: written back after a restart.
+    Reseated,
+    /// Refused.
+    No,
+}
+
+/// A request in flight, on the connection to one run of a node (lost if the node restarted).
+/// Its reply reaches the client when the node runs it, or is lost ([`Action::LoseReply`]):
+/// a late reply only makes a round decide later, which validity already pays for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Msg {
+    /// Node.
+    pub node: u8,
+    /// The run the connection was made to.
+    pub run: u8,
+    /// Sender.
+    pub client: u8,
+    /// The sender's round.
+    pub round: u8,
+    /// The request.
+    pub op: Op,
+}
+
+/// Votes of a round, as core's round engine counts them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Tally {
+    /// Counted "yes" (eligible), by node bit.
+    pub yes: u8,
+    /// Answered "yes" but not counted (quarantine), by node bit.
+    pub not_eligible: u8,
+    /// Refusals, by node bit.
+    pub no: u8,
+    /// Largest counter among counted "yes".
+    pub max_counter: u64,
+}
+
+impl Tally {
+    fn answered(&self) -> u32 {
+        (self.yes | self.not_eligible | self.no).count_ones()
+    }
+}
+
+/// Where a client is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Between rounds (holding or not).
+    Idle,
+    /// Acquire round out.
+    Acquire {
+        /// Its token.
+        token: Token,
+        /// Monotonic start.
+        t1: Tick,
+        /// Votes.
+        tally: Tally,
+        /// Each node's run when the requests left (the seats if granted).
+        runs: Vec<u8>,
+    },
+    /// Fence write-back round out.
+    Fence {
+        /// Token.
+        token: Token,
+        /// The acquire's start (validity counts from it).
+        t1: Tick,
+        /// This round's start (its timeout).
+        sent: Tick,
+        /// The fence.
+        f: u64,
+        /// Votes.
+        tally: Tally,
+        /// Seats.
+        runs: Vec<u8>,
+    },
+    /// Extension round out.
+    Extend {
+        /// Start.
+        t1: Tick,
+        /// Votes.
+        tally: Tally,
+        /// Runs when sent.
+        runs: Vec<u8>,
+        /// Nodes asked to re-seat, by bit.
+        reseat: u8,
+    },
+}
+
+/// A lock (or permit) a client holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Held {
+    /// Token.
+    pub token: Token,
+    /// Validity deadline (true time = the client's monotonic clock).
+    pub deadline: Tick,
+    /// Fence (0 without fencing).
+    pub fence: u64,
+    /// Per node, the run it was last seated on.
+    pub seats: Vec<u8>,
+}
+
+/// One client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Client {
+    /// Round state.
+    pub phase: Phase,
+    /// Current round number (replies of other rounds are ignored).
+    pub round: u8,
+    /// Acquire rounds left.
+    pub attempts: u8,
+    /// Extensions left.
+    pub extends: u8,
+    /// Tokens used.
+    pub seq: u8,
+    /// Earliest next acquire (retry delay).
+    pub next_try: Tick,
+    /// What it holds.
+    pub held: Option<Held>,
+    /// Another client was granted since this one's grant (its validity must never come back).
+    pub superseded: bool,
+}
+
+/// The whole system.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    /// True time.
+    pub now: Tick,
+    /// Voters.
+    pub nodes: Vec<Node>,
+    /// Clients.
+    pub clients: Vec<Client>,
+    /// Messages in flight (a sorted multiset).
+    pub net: Vec<Msg>,
+    /// Fault budgets left: restarts, failovers, losses, duplicates.
+    pub budget: [u8; 4],
+    /// Largest fence granted so far.
+    pub max_fence: u64,
+    /// Some client was granted.
+    pub granted_ever: bool,
+    /// Violations seen (ghost state for the properties).
+    pub exclusion_broken: bool,
+    /// A grant's fence was not above every earlier grant's.
+    pub fence_regressed: bool,
+}
+
+/// A step.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Time moves on one tick (expiry, round timeouts).
+    Tick,
+    /// A request arrives and runs; its reply reaches the client.
+    Deliver(Msg),
+    /// A request arrives and runs; its reply is lost.
+    LoseReply(Msg),
+    /// A message is duplicated.
+    Duplicate(Msg),
+    /// A node's clock, ahead by up to `skew`, expires a holder early.
+    ExpireEarly { node: u8, token: Token },
+    /// kill -9 and restart, with (`persist`) or without the data.
+    Restart { node: u8, persist: bool },
+    /// The voter's master changes to a replica that lacks recent writes.
+    Failover { node: u8 },
+    /// A client starts an acquire round.
+    Acquire { client: u8 },
+    /// A holder starts an extension (only while valid).
+    Extend { client: u8 },
+    /// A holder releases.
+    Release { client: u8 },
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (verb, m) = match self {
+            Action::Deliver(m) => ("deliver", m),
+            Action::LoseReply(m) => ("deliver, reply lost:", m),
+            Action::Duplicate(m) => ("duplicate", m),
+            other => return write!(f, "{other:?}"),
+        };
+        write!(
+            f,
+            "{verb} c{}→n{} (run {}) {:?}",
+            m.client, m.node, m.run, m.op
+        )
+    }
+}
+
+impl State {
+    fn valid(&self, c: usize) -> bool {
+        self.clients[c]
+            .held
+            .as_ref()
+            .is_some_and(|h| self.now < h.deadline)
+    }
+
+    fn send(&mut self, m: Msg) {
+        let at = self.net.partition_point(|x| *x < m);
+        self.net.insert(at, m);
+    }
+
+    fn take(&mut self, m: &Msg) -> bool {
+        match self.net.binary_search(m) {
+            Ok(i) => {
+                self.net.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Drops what can no longer matter: replies to rounds that are over, requests on a
+    /// connection to a run that is gone. (Their delivery would change nothing.)
+    fn prune(&mut self) {
+        let nodes = &self.nodes;
+        self.net.retain(|m| nodes[m.node as usize].run == m.run);
+    }
+}
+
+impl Redlock {
+    fn broadcast(&self, s: &mut State, client: u8, op: impl Fn(usize) -> Option<Op>) {
+        let round = s.clients[client as usize].round;
+        for i in 0..s.nodes.len() {
+            if let Some(op) = op(i) {
+                let run = s.nodes[i].run;
+                s.send(Msg {
+                    node: i as u8,
+                    run,
+                    client,
+                    round,
+                    op,
+                });
+            }
+        }
+    }
+
+    /// Rolls back an acquire everywhere (a release to every node).
+    fn rollback(&self, s: &mut State, c: u8, token: Token, refused: u8) {
+        self.broadcast(s, c, |i| {
+            (refused & (1 << i) == 0).then_some(Op::Release(token))
+        });
+        let cl = &mut s.clients[c as usize];
+        cl.phase = Phase::Idle;
+        cl.next_try = s.now + 1;
+    }
+
+    /// The grant: checks exclusion and fence order on the ghost state.
+    fn grant(&self, s: &mut State, c: u8, token: Token, t1: Tick, fence: u64, runs: Vec<u8>) {
+        let others_valid = (0..s.clients.len())
+            .filter(|&o| o != c as usize && s.valid(o))
+            .count();
+        if others_valid >= self.p.limit as usize {
+            s.exclusion_broken = true;
+        }
+        if self.p.limit == 1 {
+            for (o, cl) in s.clients.iter_mut().enumerate() {
+                if o != c as usize && cl.held.is_some() {
+                    cl.superseded = true;
+                }
+            }
+            if self.p.fencing {
+                if fence <= s.max_fence {
+                    s.fence_regressed = true;
+                }
+                s.max_fence = s.max_fence.max(fence);
+            }
+        }
+        s.granted_ever = true;
+        let cl = &mut s.clients[c as usize];
+        cl.phase = Phase::Idle;
+        cl.superseded = false;
+        cl.held = Some(Held {
+            token,
+            deadline: t1 + self.p.ttl - self.drift,
+            fence,
+            seats: runs,
+        });
+    }
+
+    /// Decides a round once it can be decided (`timed_out`: its deadline passed).
+    fn decide(&self, s: &mut State, c: u8, timed_out: bool) {
+        let n = s.nodes.len() as u32;
+        let q = self.q as u32;
+        let now = s.now;
+        let phase = s.clients[c as usize].phase.clone();
+        let verdict = |t: &Tally| -> Option<bool> {
+            let refused = t.no.count_ones();
+            let failed = t.not_eligible.count_ones();
+            if t.yes.count_ones() >= q {
+                Some(true)
+            } else if timed_out || t.answered() == n || (n - refused - failed < q && refused > 0) {
+                Some(false)
+            } else {
+                None
+            }
+        };
+        match phase {
+            Phase::Idle => {}
+            Phase::Acquire {
+                token,
+                t1,
+                tally,
+                runs,
+            } => match verdict(&tally) {
+                None => {}
+                Some(true) if self.validity(t1, now) => {
+                    if !self.p.fencing {
+                        self.grant(s, c, token, t1, 0, runs);
+                        return;
+                    }
+                    let f = ironlock::fence(tally.max_counter, self.wall(c, now));
+                    if self.is(Mutant::FenceWithoutWriteBack) {
+                        self.grant(s, c, token, t1, f, runs);
+                        return;
+                    }
+                    let cl = &mut s.clients[c as usize];
+                    cl.round += 1;
+                    cl.phase = Phase::Fence {
+                        token,
+                        t1,
+                        sent: now,
+                        f,
+                        tally: Tally::default(),
+                        runs,
+                    };
+                    self.broadcast(s, c, |_| Some(Op::Fence { token, f }));
+                }
+                Some(_) => self.rollback(s, c, token, tally.no),
+            },
+            Phase::Fence {
+                token,
+                t1,
+                f,
+                tally,
+                runs,
+                ..
+            } => match verdict(&tally) {
+                None => {}
+                Some(true) if self.validity(t1, now) => self.grant(s, c, token, t1, f, runs),
+                Some(_) => self.rollback(s, c, token, tally.no),
+            },
+            Phase::Extend {
+                t1,
+                tally,
+                runs,
+                reseat,
+            } => {
+                let Some(ok) = verdict(&tally) else { return };
+                let others_valid = (0..s.clients.len())
+                    .filter(|&o| o != c as usize && s.valid(o))
+                    .count();
+                let cl = &mut s.clients[c as usize];
+                let held = cl.held.as_mut().expect("extending without a lock");
+                cl.phase = Phase::Idle;
+                // A lock whose deadline passed before its extension was decided may have been
+                // granted to another meanwhile: it is lost, whatever the votes say.
+                let lapsed = now >= held.deadline && !self.p.as_core_today;
+                if ok && self.validity(t1, now) && !lapsed {
+                    // Valid again from t1: nobody else may have been granted meanwhile.
+                    if others_valid >= self.p.limit as usize || (self.p.limit == 1 && cl.superseded)
+                    {
+                        s.exclusion_broken = true;
+                    }
+                    held.deadline = t1 + self.p.ttl - self.drift;
+                    let answered_yes = tally.yes | tally.not_eligible;
+                    for (i, seat) in held.seats.iter_mut().enumerate() {
+                        if answered_yes & (1 << i) != 0 {
+                            *seat = runs[i];
+                        }
+                    }
+                    return;
+                }
+                // Failed: take back the re-seats (every re-seated node that did not refuse).
+                let token = held.token;
+                let lost = n - tally.no.count_ones() < q || lapsed;
+                if lost {
+                    cl.held = None;
+                }
+                let back = reseat & !tally.no;
+                if lost {
+                    self.broadcast(s, c, |_| Some(Op::Release(token)));
+                } else {
+                    self.broadcast(s, c, |i| {
+                        (back & (1 << i) != 0).then_some(Op::Release(token))
+                    });
+                }
+            }
+        }
+    }
+
+    /// Runs a request on its node; the answer, with the node's run, start and promotion.
+    fn on_request(&self, s: &mut State, m: Msg) -> Option<(Ans, Tick, Tick)> {
+        let Msg { node, op, .. } = m;
+        let now = s.now;
+        let ttl = self.p.ttl;
+        let limit = self.p.limit;
+        let nd = &mut s.nodes[node as usize];
+        let ans = match op {
+            Op::Acquire(t) => {
+                if !nd.holds(t) && nd.admits(limit) {
+                    nd.add(t, now + ttl);
+                    Ans::Yes(nd.counter)
+                } else {
+                    Ans::No
+                }
+            }
+            Op::Extend { token, reseat } => {
+                if let Some(h) = nd.holders.iter_mut().find(|h| h.0 == token) {
+                    h.1 = now + ttl;
+                    Ans::Yes(0)
+                } else if reseat && nd.admits(limit) {
+                    nd.add(token, now + ttl);
+                    Ans::Reseated
+                } else {
+                    Ans::No
+                }
+            }
+            Op::Fence { token, f } => {
+                if nd.holds(token) {
+                    nd.counter = nd.counter.max(f);
+                    Ans::Yes(0)
+                } else {
+                    Ans::No
+                }
+            }
+            Op::Release(t) => {
+                nd.holders.retain(|h| h.0 != t);
+                return None;
+            }
+        };
+        Some((ans, nd.started, nd.promoted))
+    }
+
+    fn on_reply(&self, s: &mut State, m: Msg, (ans, started, promoted): (Ans, Tick, Tick)) {
+        let Msg {
+            client,
+            node,
+            round,
+            ..
+        } = m;
+        if s.clients[client as usize].round != round {
+            return; // the round is over
+        }
+        let now = s.now;
+        let counts = match ans {
+            Ans::No => None,
+            Ans::Reseated if self.is(Mutant::ReseatInQuarantineCounts) => Some(true),
+            _ => Some(self.eligible(now, started, promoted)),
+        };
+        let bit = 1u8 << node;
+        let tally = match &mut s.clients[client as usize].phase {
+            Phase::Acquire { tally, .. }
+            | Phase::Fence { tally, .. }
+            | Phase::Extend { tally, .. } => tally,
+            Phase::Idle => return,
+        };
+        if (tally.yes | tally.not_eligible | tally.no) & bit != 0 {
+            return; // a duplicate of an answer already counted
+        }
+        match counts {
+            None => tally.no |= bit,
+            Some(false) => tally.not_eligible |= bit,
+            Some(true) => {
+                tally.yes |= bit;
+                if let Ans::Yes(c) = ans {
+                    tally.max_counter = tally.max_counter.max(c);
+                }
+            }
+        }
+        self.decide(s, client, false);
+    }
+
+    /// Whether a client can start something now.
+    fn client_can(&self, s: &State, c: usize) -> [bool; 3] {
+        let cl = &s.clients[c];
+        let idle = cl.phase == Phase::Idle;
+        let acquire = idle && cl.held.is_none() && cl.attempts > 0 && s.now >= cl.next_try;
+        let extend = idle && cl.extends > 0 && s.valid(c);
+        let release = idle && cl.held.is_some();
+        [acquire, extend, release]
+    }
+}
+
+impl Model for Redlock {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let n = usize::from(self.p.nodes);
+        let long_ago = -4 * self.quarantine;
+        let node = Node {
+            run: 0,
+            started: long_ago,
+            promoted: long_ago,
+            holders: Vec::new(),
+            counter: 0,
+        };
+        let client = Client {
+            phase: Phase::Idle,
+            round: 0,
+            attempts: self.p.attempts,
+            extends: self.p.extends,
+            seq: 0,
+            next_try: 0,
+            held: None,
+            superseded: false,
+        };
+        vec![State {
+            now: 0,
+            nodes: vec![node; n],
+            clients: vec![client; usize::from(self.p.clients)],
+            net: Vec::new(),
+            budget: [
+                self.p.restarts,
+                self.p.failovers,
+                self.p.losses,
+                self.p.dups,
+            ],
+            max_fence: 0,
+            granted_ever: false,
+            exclusion_broken: false,
+            fence_regressed: false,
+        }]
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        if s.exclusion_broken || s.fence_regressed {
+            return; // the property already failed: nothing to explore past it
+        }
+        let mut urgent = false;
+        for (c, _) in s.clients.iter().enumerate() {
+            let [acquire, extend, release] = self.client_can(s, c);
+            let client = c as u8;
+            if acquire {
+                out.push(Action::Acquire { client });
+                urgent = true;
+            }
+            if extend {
+                out.push(Action::Extend { client });
+            }
+            if release && !self.p.liveness {
+                out.push(Action::Release { client });
+            }
+        }
+        let mut last: Option<&Msg> = None;
+        for m in &s.net {
+            if last == Some(m) {
+                continue;
+            }
+            last = Some(m);
+            out.push(Action::Deliver(*m));
+            urgent = true;
+            // A lost request is a request delivered after the horizon (never, here).
+            if s.budget[2] > 0 && !matches!(m.op, Op::Release(_)) {
+                out.push(Action::LoseReply(*m));
+            }
+            if s.budget[3] > 0 {
+                out.push(Action::Duplicate(*m));
+            }
+        }
+        for (i, nd) in s.nodes.iter().enumerate() {
+            let node = i as u8;
+            for &(token, exp) in &nd.holders {
+                if s.now >= exp - self.p.skew {
+                    out.push(Action::ExpireEarly { node, token });
+                }
+            }
+            if s.budget[0] > 0 {
+                out.push(Action::Restart {
+                    node,
+                    persist: false,
+                });
+                out.push(Action::Restart {
+                    node,
+                    persist: true,
+                });
+            }
+            if s.budget[1] > 0 {
+                out.push(Action::Failover { node });
+            }
+        }
+        // Liveness runs take every enabled step before time moves (no client dawdles).
+        if s.now < self.p.max_time && !(self.p.liveness && urgent) {
+            out.push(Action::Tick);
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Tick => {
+                s.now += 1;
+                let now = s.now;
+                for nd in &mut s.nodes {
+                    nd.holders.retain(|h| h.1 > now);
+                }
+                for c in 0..s.clients.len() {
+                    let start = match s.clients[c].phase {
+                        Phase::Acquire { t1, .. } | Phase::Extend { t1, .. } => Some(t1),
+                        Phase::Fence { sent, .. } => Some(sent),
+                        Phase::Idle => None,
+                    };
+                    if start.is_some_and(|t| now > t + self.p.node_timeout) {
+                        self.decide(&mut s, c as u8, true);
+                    }
+                }
+            }
+            Action::Deliver(m) | Action::LoseReply(m) => {
+                if !s.take(&m) {
+                    return None;
+                }
+                let answer = self.on_request(&mut s, m);
+                match (answer, &action) {
+                    (Some(a), Action::Deliver(_)) => self.on_reply(&mut s, m, a),
+                    (Some(_), _) => s.budget[2] -= 1,
+                    (None, _) => {}
+                }
+            }
+            Action::Duplicate(m) => {
+                s.send(m);
+                s.budget[3] -= 1;
+            }
+            Action::ExpireEarly { node, token } => {
+                s.nodes[node as usize].holders.retain(|h| h.0 != token);
+            }
+            Action::Restart { node, persist } => {
+                s.budget[0] -= 1;
+                let now = s.now;
+                let nd = &mut s.nodes[node as usize];
+                nd.run += 1;
+                nd.started = now;
+                if !persist {
+                    nd.holders.clear();
+                    nd.counter = 0;
+                }
+            }
+            Action::Failover { node } => {
+                s.budget[1] -= 1;
+                let now = s.now;
+                let nd = &mut s.nodes[node as usize];
+                nd.run += 1;
+                nd.promoted = now;
+                nd.holders.clear();
+                nd.counter = 0;
+            }
+            Action::Acquire { client } => {
+                let now = s.now;
+                let runs: Vec<u8> = s.nodes.iter().map(|n| n.run).collect();
+                let cl = &mut s.clients[client as usize];
+                cl.attempts -= 1;
+                cl.seq += 1;
+                cl.round += 1;
+                let token = token_of(client, cl.seq);
+                cl.phase = Phase::Acquire {
+                    token,
+                    t1: now,
+                    tally: Tally::default(),
+                    runs,
+                };
+                self.broadcast(&mut s, client, |_| Some(Op::Acquire(token)));
+            }
+            Action::Extend { client } => {
+                let now = s.now;
+                let runs: Vec<u8> = s.nodes.iter().map(|n| n.run).collect();
+                let every = self.is(Mutant::ReseatWithoutRunIdCheck);
+                let cl = &mut s.clients[client as usize];
+                let held = cl.held.as_ref().expect("extend without a lock");
+                let token = held.token;
+                let mut reseat = 0u8;
+                for (i, &seat) in held.seats.iter().enumerate() {
+                    if every || seat != runs[i] {
+                        reseat |= 1 << i;
+                    }
+                }
+                cl.extends -= 1;
+                cl.round += 1;
+                cl.phase = Phase::Extend {
+                    t1: now,
+                    tally: Tally::default(),
+                    runs,
+                    reseat,
+                };
+                self.broadcast(&mut s, client, |i| {
+                    Some(Op::Extend {
+                        token,
+                        reseat: reseat & (1 << i) != 0,
+                    })
+                });
+            }
+            Action::Release { client } => {
+                let cl = &mut s.clients[client as usize];
+                // A release runs on every node at once: a slower one only keeps the key
+                // longer, as a later release would (rollbacks, below, are messages).
+                let token = cl.held.take().expect("release without a lock").token;
+                cl.round += 1;
+                for nd in &mut s.nodes {
+                    nd.holders.retain(|h| h.0 != token);
+                }
+            }
+        }
+        s.prune();
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        let mut props = vec![Property::always(
+            "exclusion: never more valid holders than the limit, and a holder superseded by a later grant is never valid again",
+            |_, s: &State| !s.exclusion_broken,
+        )];
+        if self.p.fencing {
+            props.push(Property::always(
+                "fences strictly increase across grants",
+                |_, s: &State| !s.fence_regressed,
+            ));
+        }
+        if self.p.liveness {
+            props.push(Property::always(
+                "liveness: a free resource is granted once faults stop",
+                |m: &Redlock, s: &State| {
+                    let mut next = Vec::new();
+                    m.actions(s, &mut next);
+                    !next.is_empty() || s.granted_ever
+                },
+            ));
+        }
+        props
+    }
+
+    fn within_boundary(&self, s: &State) -> bool {
+        s.now <= self.p.max_time
+    }
+
+    fn format_action(&self, action: &Action) -> String {
+        action.to_string()
+    }
+}
+
+/// The state with its nodes in a canonical order: nodes are interchangeable, so states that
+/// differ only by naming them are one (symmetry reduction).
+pub fn canonical(s: &State) -> State {
+    let n = s.nodes.len();
+    let bit = |mask: u8, i: usize| (mask >> i) & 1;
+    let key = |i: usize| {
+        let mut msgs: Vec<Msg> = s
+            .net
+            .iter()
+            .filter(|m| m.node as usize == i)
+            .map(|m| Msg { node: 0, ..*m })
+            .collect();
+        msgs.sort_unstable();
+        let per_client: Vec<(u8, u8, u8, u8, u8, u8)> = s
+            .clients
+            .iter()
+            .map(|c| {
+                let seat = c.held.as_ref().map_or(0, |h| h.seats[i]);
+                match &c.phase {
+                    Phase::Idle => (0, 0, 0, 0, 0, seat),
+                    Phase::Acquire { tally, runs, .. } | Phase::Fence { tally, runs, .. } => (
+                        bit(tally.yes, i),
+                        bit(tally.not_eligible, i),
+                        bit(tally.no, i),
+                        runs[i],
+                        0,
+                        seat,
+                    ),
+                    Phase::Extend {
+                        tally,
+                        runs,
+                        reseat,
+                        ..
+                    } => (
+                        bit(tally.yes, i),
+                        bit(tally.not_eligible, i),
+                        bit(tally.no, i),
+                        runs[i],
+                        bit(*reseat, i),
+                        seat,
+                    ),
+                }
+            })
+            .collect();
+        (s.nodes[i].clone(), msgs, per_client)
+    };
+    let keys: Vec<_> = (0..n).map(key).collect();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+    if order.iter().enumerate().all(|(new, &old)| new == old) {
+        return s.clone();
+    }
+    // new index of each old index
+    let mut to = vec![0usize; n];
+    for (new, &old) in order.iter().enumerate() {
+        to[old] = new;
+    }
+    let remap = |mask: u8| (0..n).fold(0u8, |acc, old| acc | (((mask >> old) & 1) << to[old]));
+    let permute = |v: &Vec<u8>| order.iter().map(|&old| v[old]).collect::<Vec<u8>>();
+    let mut t = s.clone();
+    t.nodes = order.iter().map(|&old| s.nodes[old].clone()).collect();
+    for m in &mut t.net {
+        m.node = to[m.node as usize] as u8;
+    }
+    t.net.sort_unstable();
+    for c in &mut t.clients {
+        if let Some(h) = &mut c.held {
+            h.seats = permute(&h.seats);
+        }
+        match &mut c.phase {
+            Phase::Idle => {}
+            Phase::Acquire { tally, runs, .. } | Phase::Fence { tally, runs, .. } => {
+                tally.yes = remap(tally.yes);
+                tally.not_eligible = remap(tally.not_eligible);
+                tally.no = remap(tally.no);
+                *runs = permute(runs);
+            }
+            Phase::Extend {
+                tally,
+                runs,
+                reseat,
+                ..
+            } => {
+                tally.yes = remap(tally.yes);
+                tally.not_eligible = remap(tally.not_eligible);
+                tally.no = remap(tally.no);
+                *runs = permute(runs);
+                *reseat = remap(*reseat);
+            }
+        }
+    }
+    t
+}
