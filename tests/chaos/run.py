@@ -31,6 +31,8 @@ from harness import CLEANUP, HARNESS, Harness, kill_proc  # noqa: E402
 from resp import Resp  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+# The independent history checker (stdlib Python; shares no code with ironlock or this file).
+HISTORY_CHECKER = HERE.parent / "history" / "check.py"
 REPO = HERE.parents[1]
 # Per-run directory (binaries + logs), so that concurrent runs do not trample each other; the
 # directories of runs whose process is gone are removed when the next run starts.
@@ -681,6 +683,31 @@ def nem_worker_pause(ctx: Ctx) -> None:
                 os.kill(w.pid, signal.SIGCONT)
 
 
+def nem_protected(ctx: Ctx) -> None:
+    """Workers pause past their validity (as worker-pause), while random nodes are cut off
+    (as flaky-partitions, one at a time) and a node is restarted every 4 s."""
+    threads = [threading.Thread(target=nem_worker_pause, args=(ctx,), daemon=True)]
+    threads[0].start()
+    n = len(ctx.h.ports)
+    try:
+        k = 0
+        while ctx.sleep(0.5):
+            k += 1
+            if k % 8 == 0:
+                ctx.restart(ctx.rng.randrange(n))
+            elif k % 2 == 0:
+                i = ctx.rng.randrange(n)
+                ctx.isolate(i)
+                try:
+                    ok = ctx.sleep(ctx.rng.uniform(0.2, 0.6))
+                finally:
+                    ctx.heal(i)
+                if not ok:
+                    break
+    finally:
+        threads[0].join(timeout=10)
+
+
 def nem_clock_fast(ctx: Ctx) -> None:
     """Node 0's wall clock runs 4x fast (its keys expire after a quarter of their ttl)."""
     ctx.set_clock(0, 4.0, 0.0)
@@ -727,6 +754,9 @@ class Scenario:
     reseat: bool = True
     limit: int = 0  # > 0: Python workers take permits of a semaphore of this limit (SPEC §11)
     fair: bool = False  # every worker's acquires wait in line (SPEC §10)
+    # "fenced" / "unfenced": workers read-modify-write a counter in storage.py (the protected
+    # resource), which refuses stale fences when fenced.
+    storage: str = ""
     # "endpoint": one voter, a master and a replica behind a movable endpoint; "sentinel":
     # `nodes` voters, each a master and a replica under three sentinels.
     topology: str = ""
@@ -829,6 +859,18 @@ def scenarios() -> List[Scenario]:
                  # worker can be starved for most of the run and pause too late for anyone to
                  # enter after its validity (one CI run: 1 pause, 0 overruns).
                  fair=True),
+        # Kleppmann's storage example: read-modify-write of a counter in a separate storage
+        # service under pauses past the validity, partitions and restarts. Unfenced, the paused
+        # worker's stale write loses an update (the control); fenced, the service refuses it.
+        Scenario("protected-resource", nem_protected, "protected",
+                 "fenced storage: 0 lost updates, stale writes refused (pauses, partitions, "
+                 "restarts)",
+                 langs=("py",) * 4, hold_ms=150, self_stop={0: 2, 1: 5}, storage="fenced",
+                 fair=True),
+        Scenario("protected-resource-unfenced", nem_protected, "protected_control",
+                 "unfenced storage (the control): lost updates > 0",
+                 langs=("py",) * 4, hold_ms=150, self_stop={0: 2, 1: 5}, storage="unfenced",
+                 fair=True),
         Scenario("clock-fast", nem_clock_fast, "report",
                  "reported only: violations expected whenever a grant's bare quorum includes "
                  "the fast node; outside what a client can prevent",
@@ -904,6 +946,60 @@ def check(records: List[Dict[str, Any]], limit: int = 0) -> Dict[str, int]:
     }
 
 
+def write_history(path: Path, sc: Scenario, records: List[Dict[str, Any]],
+                  fails: List[Dict[str, Any]]) -> None:
+    """The run as a history for tests/history/check.py: one process per worker, its acquires
+    (invoke, then ok with token, fence and validity deadline, or fail) and releases, on the
+    workers' one CLOCK_MONOTONIC."""
+    ev: List[Dict[str, Any]] = []
+    for r in fails:
+        p = "w%d" % r["worker"]
+        ev.append(dict(process=p, op="acquire", type="invoke", resource="r", time=r["invoke"],
+                       fair=sc.fair))
+        ev.append(dict(process=p, op="acquire", type="fail", resource="r", time=r["at"],
+                       error=r["fail"]))
+    for r in records:
+        p = "w%d" % r["worker"]
+        ev.append(dict(process=p, op="acquire", type="invoke", resource="r",
+                       time=r.get("invoke", r["enter"]), fair=sc.fair))
+        # keep-alive holds log the last deadline their extensions reached
+        ev.append(dict(process=p, op="acquire", type="ok", resource="r", token=r["token"],
+                       fence=r.get("fence"), deadline=r["deadline"], time=r["enter"]))
+        ev.append(dict(process=p, op="release", type="invoke", resource="r", token=r["token"],
+                       time=r["leave"]))
+        ev.append(dict(process=p, op="release", type="ok" if r.get("released") else "fail",
+                       resource="r", token=r["token"], time=r["leave"]))
+    ev.sort(key=lambda e: (e["time"], e["type"] != "invoke"))
+    with path.open("w") as f:
+        f.write(json.dumps(dict(header=True, scenario=sc.name, limit=sc.limit or 1,
+                                fifo="reported", fifo_slack=0.2)) + "\n")
+        for e in ev:
+            f.write(json.dumps(e) + "\n")
+
+
+def check_history(path: Path) -> Dict[str, Any]:
+    out = subprocess.run([sys.executable, str(HISTORY_CHECKER), str(path), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    try:
+        return json.loads(out.stdout)["summary"]
+    except (ValueError, KeyError):
+        return {"ok": False, "error": (out.stderr or out.stdout)[-300:], "overlap": -1,
+                "permits": -1, "fences": -1, "fifo": -1}
+
+
+def history_verdict(sc: Scenario, h: Dict[str, Any]) -> List[str]:
+    """What the independent checker must say: nothing wrong where the lock must hold, and the
+    overlaps the negative controls must show."""
+    if "error" in h:
+        return ["history checker error: %s" % h["error"]]
+    if sc.kind in ("safe", "held", "overrun") and not h["ok"]:
+        return ["history checker: %d overlaps, %d over the limit, %d fence regressions"
+                % (h["overlap"], h["permits"], h["fences"])]
+    if sc.kind == "must_fail" and not h["overlap"]:
+        return ["history checker saw no overlap"]
+    return []
+
+
 def verdict(sc: Scenario, c: Dict[str, int]) -> List[str]:
     """The failed criteria (empty = pass)."""
     bad = []
@@ -927,6 +1023,18 @@ def verdict(sc: Scenario, c: Dict[str, int]) -> List[str]:
     elif sc.kind == "must_fail":
         if not c["strict"]:
             bad.append("no violation shown")
+    elif sc.kind in ("protected", "protected_control"):
+        if c.get("storage_lost") is None:
+            bad.append("no storage figures")
+        elif sc.kind == "protected":
+            if c["strict"]:
+                bad.append("strict violations")
+            if c["storage_lost"]:
+                bad.append("%d lost updates" % c["storage_lost"])
+            if not c["storage_rejected"]:
+                bad.append("no stale write refused")
+        elif not c["storage_lost"]:
+            bad.append("no lost update (the control did not bite)")
     elif sc.kind == "overrun":
         if c["strict"]:
             bad.append("strict violations")
@@ -938,6 +1046,32 @@ def verdict(sc: Scenario, c: Dict[str, int]) -> List[str]:
 
 
 # --------------------------------------------------------------------------- one scenario
+
+def start_storage(mode: str, run_dir: Path) -> Tuple[subprocess.Popen, int]:
+    portfile = run_dir / "storage.port"
+    p = subprocess.Popen([sys.executable, str(HERE / "storage.py"), str(portfile), mode],
+                         stdin=subprocess.PIPE, start_new_session=True)
+    CLEANUP.add(lambda p=p: kill_proc(p))
+    deadline = time.monotonic() + 10
+    while not (portfile.exists() and portfile.read_text().strip()):
+        if time.monotonic() > deadline or p.poll() is not None:
+            raise RuntimeError("storage.py did not start")
+        time.sleep(0.02)
+    return p, int(portfile.read_text())
+
+
+def stop_storage(storage: Optional[Tuple[subprocess.Popen, int]]) -> Optional[Dict[str, int]]:
+    if storage is None:
+        return None
+    p, port = storage
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            conn.sendall(b"STATS\n")
+            stats = json.loads(conn.makefile("r").readline())
+    finally:
+        kill_proc(p)
+    return stats
+
 
 def worker_cmd(lang: str, c_worker: Optional[Path]) -> List[str]:
     if lang == "py":
@@ -992,6 +1126,8 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
     stop = threading.Event()
     nem_thread: Optional[threading.Thread] = None
     nem_error: List[BaseException] = []
+    storage = start_storage(sc.storage, run_dir) if sc.storage else None
+    storage_port = storage[1] if storage else None
     try:
         if sc.quarantine:
             # Fresh nodes are quarantined for max_ttl + drift + 1 s: let them age past it.
@@ -1024,6 +1160,7 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                 "CHAOS_START_MONO": repr(start),
                 "CHAOS_END_MONO": repr(end),
                 "CHAOS_SELF_STOP": str(sc.self_stop.get(idx, 0)),
+                "CHAOS_STORAGE_PORT": str(storage_port or ""),
                 "CHAOS_LOG": str(run_dir / ("worker-%d.jsonl" % idx)),
             })
             p = subprocess.Popen(worker_cmd(lang, c_worker), env=wenv, cwd=str(HERE),
@@ -1068,7 +1205,9 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                     pass
             kill_proc(w)
         h.close()
+    storage_stats = stop_storage(storage)
     records: List[Dict[str, Any]] = []
+    fails: List[Dict[str, Any]] = []
     summaries = 0
     worker_errors: Dict[str, int] = {}
     for idx in range(len(sc.langs)):
@@ -1081,10 +1220,22 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                 summaries += 1
                 for k, v in rec.get("errors", {}).items():
                     worker_errors[k] = worker_errors.get(k, 0) + v
+            elif "fail" in rec:
+                fails.append(rec)
             else:
                 records.append(rec)
     c = check(records, sc.limit)
+    if storage_stats is not None:
+        # Every accepted write meant +1 over what its writer read: an update lost is one
+        # accepted write that the final value does not count.
+        c["storage_lost"] = storage_stats["accepted"] - storage_stats["value"]
+        c["storage_rejected"] = storage_stats["rejected"]
+        c["storage_accepted"] = storage_stats["accepted"]
     bad = verdict(sc, c)
+    history = run_dir / "history.jsonl"
+    write_history(history, sc, records, fails)
+    hist = check_history(history)
+    bad += history_verdict(sc, hist)
     if nem_error:
         bad.append("nemesis error: %r" % (nem_error[0],))
     if hung:
@@ -1100,20 +1251,29 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
         "scenario": sc.name, "quarantine": "on" if sc.quarantine else "off",
         "langs": "+".join(sorted(set(sc.langs))), "workers": len(sc.langs), "nodes": sc.nodes,
         "seconds": dur, "faults": faults, "worker_errors": worker_errors,
-        "kind": sc.kind, "expect": sc.expect, "failed": bad, **c,
+        "kind": sc.kind, "expect": sc.expect, "failed": bad, **c, "history": hist,
         "acq_per_s": c["acquisitions"] / dur,
     }
     log("  -> %s" % json.dumps({k: res[k] for k in (
         "acquisitions", "strict", "overrun", "referee", "duplicates", "regressions",
-        "rejections", "lost", "quarantined", "faults", "worker_errors", "failed")}))
+        "rejections", "lost", "quarantined", "faults", "worker_errors", "history", "failed")}
+        | {k: c[k] for k in ("storage_accepted", "storage_lost", "storage_rejected") if k in c}))
     return res
+
+
+def history_cell(h: Dict[str, Any]) -> str:
+    if "error" in h:
+        return "error"
+    found = ", ".join("%d %s" % (h[k], k) for k in ("overlap", "permits", "fences", "fifo") if h[k])
+    return "%d ops: %s" % (h["operations"], found or "clean")
 
 
 def table(results: List[Dict[str, Any]]) -> str:
     head = ["scenario", "nodes", "workers", "quarantine", "faults injected", "acquisitions", "acq/s",
             "strict violations", "overruns", "referee hits", "duplicate tokens",
             "fence regressions", "fenced rejections", "lost while held",
-            "grants beside a quarantined node",
+            "grants beside a quarantined node", "history checker",
+            "storage writes accepted / lost / refused",
             "result", "expectation"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
@@ -1124,7 +1284,9 @@ def table(results: List[Dict[str, Any]]) -> str:
             r["scenario"], r["nodes"], "%d %s" % (r["workers"], r["langs"]), r["quarantine"], r["faults"],
             r["acquisitions"], "%.1f" % r["acq_per_s"], r["strict"], r["overrun"],
             r["referee"], r["duplicates"], r["regressions"], r["rejections"], r["lost"],
-            r["quarantined"] if "py" in r["langs"] else "n/a", result,
+            r["quarantined"] if "py" in r["langs"] else "n/a", history_cell(r["history"]),
+            "%d / %d / %d" % (r["storage_accepted"], r["storage_lost"], r["storage_rejected"])
+            if "storage_lost" in r else "", result,
             r["expect"]]) + " |")
     return "\n".join(rows)
 

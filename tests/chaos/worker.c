@@ -198,6 +198,7 @@ int main(void) {
         ironlock_acquire_options opts;
         const char *res[1];
         double left = end - mono(), enter, deadline, leave;
+        double invoke = mono(); /* the history's invoke (tests/history) */
         uint64_t fence = 0;
         bool held = false;
         long long ref = -1, accepted = -1;
@@ -213,6 +214,8 @@ int main(void) {
         st = ironlock_acquire(mgr, res, 1, ttl_ms, &opts, &lock);
         if (st != IRONLOCK_OK) {
             errors[st >= 0 && st < 8 ? st : 7]++;
+            fprintf(log, "{\"worker\": %d, \"lang\": \"c\", \"fail\": %d, \"invoke\": %.9f, \"at\": %.9f}\n",
+                    wid, (int)st, invoke, mono());
             sleep_s(0.01);
             continue;
         }
@@ -265,6 +268,7 @@ int main(void) {
         } else {
             fprintf(log, "\"fence\": null, ");
         }
+        fprintf(log, "\"invoke\": %.9f, ", invoke);
         fprintf(log, "\"enter\": %.9f, \"deadline\": %.9f, \"leave\": %.9f, ", enter, deadline,
                 leave);
         if (lost) {

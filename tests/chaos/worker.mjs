@@ -79,6 +79,7 @@ const errors = {}
 let n = 0
 while (mono() < end) {
   const left = end - mono()
+  const invoke = mono() // the history's invoke (tests/history)
   let lock
   try {
     lock = await manager.acquire([resource], ttl, {
@@ -88,6 +89,7 @@ while (mono() < end) {
   } catch (e) {
     if (!(e instanceof IronlockError)) throw e
     errors[e.code ?? e.name] = (errors[e.code ?? e.name] ?? 0) + 1
+    appendFileSync(logPath, JSON.stringify({ worker: wid, lang: 'node', fail: e.code ?? e.name, invoke, at: mono() }) + '\n')
     await sleep(10)
     continue
   }
@@ -95,7 +97,7 @@ while (mono() < end) {
   let deadline = enter + lock.validityMs / 1000
   const keeper = keep ? lock.keepAlive() : null
   n++
-  const rec = { worker: wid, lang: 'node', token: lock.value, fence: lock.fence === null ? null : '@@FENCE@@', enter, deadline }
+  const rec = { worker: wid, lang: 'node', token: lock.value, fence: lock.fence === null ? null : '@@FENCE@@', invoke, enter, deadline }
   if (deadline - enter > margin) {
     rec.referee = await referee.command('INCR', env.CHAOS_COUNTER_KEY)
     if (keeper) {

@@ -45,11 +45,22 @@ def main() -> int:
         fair=env.get("CHAOS_FAIR") == "1",  # every acquire waits in line (SPEC §10)
     )
     referee = Resp(int(env["CHAOS_REFEREE_PORT"]))
+    # The protected resource (storage.py): read-modify-write of its counter under the lock.
+    storage = None
+    if env.get("CHAOS_STORAGE_PORT"):
+        import socket
+        storage = socket.create_connection(("127.0.0.1", int(env["CHAOS_STORAGE_PORT"])))
+        storage_in = storage.makefile("r")
+
+    def store(line: str) -> str:
+        storage.sendall((line + "\n").encode())
+        return storage_in.readline().strip()
     errors: dict = {}
     n = 0
     with open(env["CHAOS_LOG"], "a", buffering=1) as log:
         while time.monotonic() < end:
             left = end - time.monotonic()
+            invoke = time.monotonic()  # the history's invoke (tests/history)
             try:
                 how = dict(wait=max(0.01, min(wait, left)), fencing=True)
                 if limit:
@@ -58,6 +69,8 @@ def main() -> int:
                     lock = manager.acquire(resource, ttl, **how)
             except ironlock.IronlockError as e:
                 errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
+                log.write(json.dumps({"worker": wid, "lang": "py", "fail": type(e).__name__,
+                                      "invoke": invoke, "at": time.monotonic()}) + "\n")
                 time.sleep(0.01)
                 continue
             enter = time.monotonic()
@@ -65,10 +78,12 @@ def main() -> int:
             keeper = lock.keep_alive() if keep else None
             n += 1
             rec = {"worker": wid, "lang": "py", "token": lock.token, "fence": lock.fence,
-                   "enter": enter, "deadline": deadline,
+                   "invoke": invoke, "enter": enter, "deadline": deadline,
                    "votes": [n.vote for n in lock.report]}
             if deadline - enter > margin:
                 rec["referee"] = referee.command("INCR", counter)
+                if storage is not None:
+                    rec["read"] = int(store("READ"))
                 if self_stop and n == self_stop:
                     os.kill(os.getpid(), signal.SIGSTOP)  # the orchestrator resumes us later
                     rec["self_stopped"] = True
@@ -86,6 +101,8 @@ def main() -> int:
                         time.sleep(max(0.0, min(0.02, until - time.monotonic())))
                 else:
                     time.sleep(max(0.0, min(hold, deadline - margin - time.monotonic())))
+                if storage is not None:
+                    rec["storage"] = store("WRITE %d %d" % (rec["read"] + 1, lock.fence))
                 rec["fenced_write"] = fenced_write(referee, fence_key, lock.fence)
                 referee.command("DECR", counter)
             else:
