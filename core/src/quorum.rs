@@ -438,6 +438,23 @@ mod tests {
     }
 
     #[test]
+    fn classify_grants_on_a_quorum_with_validity_and_otherwise_names_the_cause() {
+        use ErrorKind::{Contended, Unavailable};
+        assert_eq!(classify(3, 2, 0, true), Ok(()));
+        assert_eq!(classify(3, 3, 0, true), Ok(()));
+        assert_eq!(classify(5, 3, 2, true), Ok(()));
+        // A quorum whose round outlived the ttl: no validity left.
+        assert_eq!(classify(3, 2, 1, false), Err(Unavailable));
+        // No quorum: held elsewhere if any node said so, else the nodes are unavailable.
+        assert_eq!(classify(3, 1, 1, true), Err(Contended));
+        assert_eq!(classify(5, 2, 3, true), Err(Contended));
+        assert_eq!(classify(3, 1, 0, true), Err(Unavailable));
+        assert_eq!(classify(3, 0, 0, true), Err(Unavailable));
+        assert_eq!(classify(1, 1, 0, true), Ok(()));
+        assert_eq!(classify(1, 0, 1, true), Err(Contended));
+    }
+
+    #[test]
     fn drift_quarantine_and_fence_follow_their_rules() {
         let ms = Duration::from_millis;
         assert_eq!(drift(ms(10_000), 0.01, ms(2)), ms(102));
