@@ -51,7 +51,7 @@ pub fn configs(deep: bool) -> Vec<Params> {
         // Lost replies (the node acted, the client never heard), duplicated and late requests.
         Params {
             name: "messages",
-            max_time: d(3, 1),
+            max_time: d(2, 2),
             losses: 1,
             dups: 1,
             attempts: 1,
