@@ -35,23 +35,21 @@ pub fn configs(deep: bool) -> Vec<Params> {
         // Node restarts, with and without data, while a lock is held and contended.
         Params {
             name: "restart",
-            max_time: d(3, 2),
+            max_time: d(3, 1),
             restarts: 1,
-            attempts: one,
             ..base.clone()
         },
         // A voter's master changes to a replica that lacks the holder's key and counter.
         Params {
             name: "failover",
-            max_time: d(3, 2),
+            max_time: d(3, 1),
             failovers: 1,
-            attempts: one,
             ..base.clone()
         },
         // Lost replies (the node acted, the client never heard), duplicated and late requests.
         Params {
             name: "messages",
-            max_time: d(2, 2),
+            max_time: d(2, 1),
             losses: 1,
             dups: 1,
             attempts: 1,
@@ -60,7 +58,7 @@ pub fn configs(deep: bool) -> Vec<Params> {
         // Fencing: counters written back, client wall clocks a tick apart, a restart.
         Params {
             name: "fence",
-            max_time: d(2, 2),
+            max_time: d(2, 1),
             restarts: u8::from(deep),
             attempts: one,
             fencing: true,
@@ -72,7 +70,7 @@ pub fn configs(deep: bool) -> Vec<Params> {
             ttl: 4,
             max_time: d(3, 1),
             restarts: 1,
-            extends: one,
+            extends: 1,
             attempts: 1,
             ..base.clone()
         },
