@@ -417,6 +417,8 @@ mod tests {
         assert!(!split_vote(q, 3, 2, 3, 0));
         // Too few eligible answers to be granted even had they agreed: not a split.
         assert!(!split_vote(q, 3, 2, 1, 0));
+        // A round that reached its quorum is no split, whatever else the nodes said.
+        assert!(!split_vote(q, 3, q, 1, 0) && !split_vote(q, 3, q + 1, 1, 0));
         // Limit 1 is the lock's majority: a majority of refusals explains the failure.
         for n in 1..=9 {
             assert_eq!(full_to_explain(n, quorum(n), 1), quorum(n));
