@@ -64,6 +64,7 @@ pub async fn check(config: Config, settings: impl Fn(Vec<String>) -> Config, out
                     "kind": s.map(|s| s.kind),
                     "master": s.and_then(|s| s.master.clone()),
                     "shards": s.map(|s| s.shards),
+                    "replicas": s.map(|s| s.replicas.clone()),
                     "not_counted_because": s.and_then(|s| s.not_counted_because.clone()),
                     "quarantine_remaining_ms": s.map(|s| millis(s.quarantine_remaining)),
                     "latency_ms": r.latency.map(millis),
@@ -89,11 +90,14 @@ pub async fn check(config: Config, settings: impl Fn(Vec<String>) -> Config, out
                             ),
                         }
                     };
-                    let topology = match (&s.master, s.shards) {
+                    let mut topology = match (&s.master, s.shards) {
                         (Some(m), _) => format!("{} master {m}  ", s.kind),
                         (None, 0) => String::new(),
                         (None, n) => format!("{} of {n} shards  ", s.kind),
                     };
+                    if !s.replicas.is_empty() {
+                        topology.push_str(&format!("replicas {}  ", s.replicas.join(",")));
+                    }
                     format!(
                         "up  {topology}redis {}  uptime {}  {quorum_state}  latency {}",
                         s.version,

@@ -599,9 +599,24 @@ fn check_shows_a_sentinel_voters_master_and_a_cluster_voters_shards() {
     let n = &v["nodes"][0];
     assert_eq!(n["kind"], "sentinel", "{v}");
     assert_eq!(n["master"], format!("127.0.0.1:{master}"), "{v}");
+    // The master's replica, as the master reports it.
+    let replica = group
+        .data
+        .nodes()
+        .iter()
+        .map(|n| n.port())
+        .find(|&p| p != master)
+        .expect("a replica");
+    assert_eq!(
+        n["replicas"],
+        serde_json::json!([format!("127.0.0.1:{replica}")]),
+        "{v}"
+    );
     let out = run(ironlock(&[group.url()]).arg("check"), LIMIT);
     assert!(
-        stdout(&out).contains(&format!("sentinel master 127.0.0.1:{master}")),
+        stdout(&out).contains(&format!(
+            "sentinel master 127.0.0.1:{master}  replicas 127.0.0.1:{replica}  "
+        )),
         "{}",
         stdout(&out)
     );

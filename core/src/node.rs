@@ -234,6 +234,9 @@ pub struct NodeStatus {
     pub master: Option<String>,
     /// A cluster voter's number of shards (slot ranges with a master); 0 for other kinds.
     pub shards: usize,
+    /// The replicas (`host:port`) the master reported connected at the last connection, for
+    /// standalone and Sentinel voters.
+    pub replicas: Vec<String>,
     /// Why its "yes" does not count now (restart or failover quarantine, the same server as
     /// another node), when it does not.
     pub not_counted_because: Option<String>,
@@ -1081,6 +1084,7 @@ impl Node {
             },
             master: st.master.clone(),
             shards: 0,
+            replicas: info.replicas.clone(),
             not_counted_because: None,
             votes_for: self.counters.votes_for.load(Ordering::Relaxed),
             votes_against: self.counters.votes_against.load(Ordering::Relaxed),

@@ -75,6 +75,8 @@ pub(crate) struct ServerInfo {
     /// `master_replid2` is set: this master was promoted from a replica during its lifetime
     /// (a failover, `REPLICAOF NO ONE`), so it may lack keys its old master granted.
     pub(crate) promoted: bool,
+    /// A master's connected replicas (`slaveN:ip=…,port=…`), as `host:port`.
+    pub(crate) replicas: Vec<String>,
 }
 
 /// Asks every sentinel of a Sentinel voter at once which node is the master now, and returns a
@@ -215,6 +217,18 @@ pub(crate) fn parse_info(raw: &str) -> ServerInfo {
             }
             "master_replid" => info.replid = v.to_owned(),
             "master_replid2" => info.promoted = v.bytes().any(|b| b != b'0'),
+            k if k
+                .strip_prefix("slave")
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) =>
+            {
+                let field = |name: &str| {
+                    v.split(',')
+                        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                };
+                if let (Some(ip), Some(port)) = (field("ip"), field("port")) {
+                    info.replicas.push(format!("{ip}:{port}"));
+                }
+            }
             _ => {}
         }
     }
@@ -251,5 +265,21 @@ mod tests {
         assert_eq!(i.run_id, "abc");
         assert_eq!(i.version, "7.0.15");
         assert_eq!(i.uptime, Duration::from_secs(42));
+    }
+
+    #[test]
+    fn parses_a_masters_replicas() {
+        let raw = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
+            slave0:ip=127.0.0.1,port=6380,state=online,offset=42,lag=0\r\n\
+            slave1:ip=10.0.0.2,port=6381,state=wait_bgsave,offset=0,lag=1\r\n\
+            slave_read_repl_offset:1\r\nmaster_replid:x\r\n";
+        let i = parse_info(raw);
+        assert_eq!(i.replicas, ["127.0.0.1:6380", "10.0.0.2:6381"]);
+        assert_eq!(i.role, "master");
+        assert!(
+            parse_info("role:slave\r\nslave_priority:100\r\n")
+                .replicas
+                .is_empty()
+        );
     }
 }
