@@ -695,6 +695,16 @@ impl Node {
             },
             Err(e) => return Err(self.scrub(&e.to_string())),
         };
+        if info.cluster_node {
+            // Its keys would be spread over shards this connection cannot reach (MOVED for
+            // most names), and its other nodes listed as more voters would vote twice.
+            return Err(format!(
+                "is a node of a Redis Cluster (redis_mode:cluster), which serves only its own hash slots: give the whole cluster as one voter, redis-cluster://{}",
+                self.display
+                    .split_once("://")
+                    .map_or(&*self.display, |(_, rest)| rest)
+            ));
+        }
         if info.role == "slave" {
             // A voter writes its keys on a master; a replica refuses them (READONLY).
             return Err(format!(

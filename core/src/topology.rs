@@ -77,6 +77,8 @@ pub(crate) struct ServerInfo {
     pub(crate) promoted: bool,
     /// A master's connected replicas (`slaveN:ip=…,port=…`), as `host:port`.
     pub(crate) replicas: Vec<String>,
+    /// `redis_mode:cluster`: a node of a Redis Cluster, which serves only its own slots.
+    pub(crate) cluster_node: bool,
 }
 
 /// Asks every sentinel of a Sentinel voter at once which node is the master now, and returns a
@@ -210,6 +212,7 @@ pub(crate) fn parse_info(raw: &str) -> ServerInfo {
                 info.uptime = Duration::from_secs(v.parse().unwrap_or(0));
             }
             "role" => info.role = v.to_owned(),
+            "redis_mode" => info.cluster_node = v == "cluster",
             "master_host" => info.master_of_replica.insert_str(0, v),
             "master_port" => {
                 info.master_of_replica.push(':');
@@ -265,6 +268,9 @@ mod tests {
         assert_eq!(i.run_id, "abc");
         assert_eq!(i.version, "7.0.15");
         assert_eq!(i.uptime, Duration::from_secs(42));
+        assert!(!i.cluster_node);
+        assert!(parse_info("redis_mode:cluster\r\n").cluster_node);
+        assert!(!parse_info("redis_mode:standalone\r\n").cluster_node);
     }
 
     #[test]

@@ -194,3 +194,27 @@ fn unparsable_parts_of_sentinel_and_cluster_urls_never_quote_a_password() {
         }
     }
 }
+
+/// One node of a cluster given as a plain `redis://` URL would serve only its own slots (MOVED
+/// for most names) and, listed with its siblings, vote more than once: it is not a voter, and
+/// the error says what to give instead.
+#[tokio::test]
+async fn a_cluster_node_given_as_redis_url_is_refused_with_what_to_give() {
+    let c = RedisCluster::start(3, 0).expect("cluster");
+    let port = c.nodes.nodes()[0].port();
+    let m =
+        LockManager::new(guarded(&format!("redis://127.0.0.1:{port}")).restart_quarantine(false))
+            .await
+            .expect("manager");
+    let e = m
+        .acquire_with(&[&unique("plain")], MAX_TTL, AcquireOptions::try_once())
+        .await
+        .expect_err("a cluster node counted as a standalone voter");
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(
+        e.to_string().contains(&format!(
+            "is a node of a Redis Cluster (redis_mode:cluster), which serves only its own hash slots: give the whole cluster as one voter, redis-cluster://127.0.0.1:{port}"
+        )),
+        "{e}"
+    );
+}
