@@ -159,7 +159,8 @@ def test_settings_accept_timedelta_and_every_spec_name(cluster3: Cluster, name: 
     settings = dict(
         retry_count=2, retry_delay=timedelta(milliseconds=20), retry_jitter=0.01,
         drift_factor=0.01, drift_constant=0.002, node_timeout=0.1, connect_timeout=1,
-        max_ttl=30, restart_quarantine=False, reseat=True, key_prefix="pfx:", min_validity=0.0,
+        max_ttl=30, restart_quarantine=False, replica_acks=0, reseat=True, key_prefix="pfx:",
+        min_validity=0.0,
         max_extensions=None, extension_threshold=timedelta(seconds=1), fair=False,
         queue_timeout=timedelta(milliseconds=500),
         # Used by redis-sentinel:// voters only.
