@@ -945,7 +945,7 @@ impl Node {
         self.settle(Ok(reply), generation)
     }
 
-    /// A vote in replica-acknowledgement mode: `cmd` then `WAIT replica_acks node_timeout` in
+    /// A vote in replica-acknowledgement mode: `cmd` then `WAIT replica_acks node_timeout/2` in
     /// one pipeline (WAIT counts the replicas that have every write this connection sent so
     /// far, this one included). Fewer than `replica_acks` makes the vote an error: its key may
     /// be on the master alone, which a failover could lose.

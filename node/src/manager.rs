@@ -178,7 +178,6 @@ impl NativeManager {
                 .iter()
                 .map(|u| ironlock::redact_url(u))
                 .collect();
-            let external = native_size(nodes.len());
             let scope = EnvScope::of(env)?;
             let completer = Completer::new(env, &complete)?;
             let manager = LockManager::new(config).boxed().shared();
@@ -192,7 +191,13 @@ impl NativeManager {
                 last_stats: Mutex::new(None),
             });
             scope.register(Arc::downgrade(&core) as Weak<dyn Closable>);
-            env.adjust_external_memory(external)?;
+            // Only a hint to V8's collector: a manager is never refused for it.
+            let size = native_size(nodes.len());
+            let external = if env.adjust_external_memory(size).is_ok() {
+                size
+            } else {
+                0
+            };
             Ok(NativeManager {
                 core,
                 external,
