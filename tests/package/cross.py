@@ -48,11 +48,14 @@ SUITE = "bookworm"
 # The arm64 system's own Python (and venv) for the wheel; libatomic for the arm64 Node build.
 INCLUDE = "python3,python3-venv,libatomic1"
 failures: List[str] = []
+passes: List[str] = []
 
 
 def check(name: str, ok: bool, detail: str = "") -> None:
     print("%s %s" % ("PASS" if ok else "FAIL", name), flush=True)
-    if not ok:
+    if ok:
+        passes.append(name)
+    else:
         failures.append(name)
         if detail:
             print("  " + detail.strip().replace("\n", "\n  ")[-3000:], flush=True)
@@ -387,7 +390,7 @@ def main() -> int:
         harness.stdin.write("quit\n")
         harness.stdin.close()
         harness.wait(timeout=30)
-    print("cross: %d failed" % len(failures))
+    print("cross: %d passed, %d failed" % (len(passes), len(failures)))
     return 1 if failures else 0
 
 
