@@ -410,6 +410,8 @@ mod tests {
         assert!(!split_vote(q, 3, 0, 3, 0));
         // A node that did not answer may be full: not provably a split.
         assert!(!split_vote(q, 3, 1, 1, 1) && !split_vote(q, 3, 0, 2, 1));
+        // Even when the answers alone would make a split: one unknown could fill the gap.
+        assert!(!split_vote(q, 3, 1, 2, 1) && split_vote(q, 3, 1, 2, 0));
         // N = 5, limit 2: Q = 4; two holders on 4 nodes each fill at least 3 nodes.
         let q = semaphore_quorum(5, 2);
         assert_eq!(full_to_explain(5, q, 2), 3);
