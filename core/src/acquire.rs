@@ -25,9 +25,9 @@ pub struct AcquireOptions {
     pub wait: Option<Duration>,
     /// Overrides the manager's `retry_count` for this call (`Some(0)` = a single round).
     pub retry_count: Option<u32>,
-    /// Compute and return a fencing token (SPEC §3.3).
+    /// Compute and return a fencing token.
     pub fencing: bool,
-    /// Wait in line (FIFO, SPEC §10); `None` takes the manager's `fair` setting.
+    /// Wait in line (FIFO); `None` takes the manager's `fair` setting.
     pub fair: Option<bool>,
     /// Who holds the lock, for operators (e.g. `host:pid`): carried in the token after its
     /// random part (`<40 hex>.<holder>`), so that inspecting the key shows it
@@ -91,7 +91,7 @@ pub(crate) async fn acquire<S: AsRef<str>>(
 /// The largest semaphore limit (more permits than this is not a mutual exclusion problem).
 pub const MAX_SEMAPHORE_LIMIT: u32 = 10_000;
 
-/// Acquires one of `limit` permits of the semaphore `resource` (SPEC §11).
+/// Acquires one of `limit` permits of the semaphore `resource`.
 pub(crate) async fn acquire_permit(
     cluster: &Arc<Cluster>,
     resource: &str,
@@ -269,7 +269,7 @@ async fn acquire_kind<S: AsRef<str>>(
     }
 }
 
-/// Ends a failed acquire: a fair waiter leaves the queue on every node first (SPEC §10: a waiter
+/// Ends a failed acquire: a fair waiter leaves the queue on every node first (a waiter
 /// that gives up leaves no entry behind); then the failure is counted and returned.
 async fn give_up(
     cluster: &Arc<Cluster>,
@@ -626,7 +626,7 @@ impl Counts {
     }
 }
 
-/// Why a lock round that did not reach a quorum failed: its kind and words (SPEC §5); `None`
+/// Why a lock round that did not reach a quorum failed: its kind and words; `None`
 /// when a quorum granted (no validity left, then).
 fn lock_failure(q: usize, c: &Counts, behind: bool) -> Option<(ErrorKind, String)> {
     if c.granted >= q {
@@ -650,7 +650,7 @@ fn lock_failure(q: usize, c: &Counts, behind: bool) -> Option<(ErrorKind, String
     })
 }
 
-/// Why a permit round that did not reach Q(limit) failed (SPEC §5, §11). Full nodes make it
+/// Why a permit round that did not reach Q(limit) failed. Full nodes make it
 /// Contended, as a lock held elsewhere does; but only as many full nodes as `limit` permits
 /// held elsewhere would fill ([`full_to_explain`]) show that every permit is held. Fewer, when
 /// enough nodes answered to grant it had they agreed, is a split vote among concurrent
@@ -726,7 +726,7 @@ struct AcquireRequest {
     /// One key and no fencing: `SET key token NX PX ttl GET`, sent instead of the script to
     /// nodes that take it (Redis 7+).
     set_nx_get: Option<redis::Cmd>,
-    /// A fair acquire's place in line (SPEC §10).
+    /// A fair acquire's place in line.
     fair: Option<Fair>,
 }
 

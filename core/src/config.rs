@@ -1,4 +1,4 @@
-//! Settings, their defaults, and the validation every binding relies on (SPEC §4, §6).
+//! Settings, their defaults, and the validation every binding relies on.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -186,7 +186,7 @@ setters! {
     /// voters (refused by [`Config::check`]): WAIT cannot follow a write through the cluster
     /// client, so they keep the failover quarantine.
     replica_acks: u32;
-    /// Re-seat on extension (SPEC §12): an extension that finds a held lock's keys gone from a
+    /// Re-seat on extension: an extension that finds a held lock's keys gone from a
     /// node that restarted since it last held them writes them back there (`SET NX`, never over
     /// another token), so a lock held through a rolling restart of every node is not lost.
     /// Default on.
@@ -197,7 +197,7 @@ setters! {
     max_extensions: Option<u32>;
     /// Auto-extension extends when remaining validity falls below this. Default ttl / 3.
     extension_threshold: Option<Duration>;
-    /// Acquire fairly (FIFO, SPEC §10) unless an acquire says otherwise. Default off.
+    /// Acquire fairly (FIFO) unless an acquire says otherwise. Default off.
     fair: bool;
     /// How long a fair waiter's queue entry outlives its last heartbeat (a waiter that crashed
     /// or went silent drops out of line after this). Default `None`: 2 × `retry_delay`.

@@ -27,7 +27,7 @@ pub(crate) struct LockState {
     /// Per node, the lifetime of its data ([`Node::data_epoch`]) that the lock last knew: the one
     /// at acquire, then the one of its last "yes" (0: the node was never reached). A node whose
     /// data epoch moved on since then restarted after the lock was acquired, and an extension
-    /// that finds the keys absent there may write them back (SPEC §12). Empty when re-seating is
+    /// that finds the keys absent there may write them back. Empty when re-seating is
     /// off.
     pub(crate) seated: Vec<u64>,
 }
@@ -43,7 +43,7 @@ pub(crate) fn seated_at_acquire(cluster: &Cluster) -> Vec<u64> {
     cluster.nodes.iter().map(|node| node.data_epoch()).collect()
 }
 
-/// What a [`Lock`] holds: the lock of its resources, or one permit of a semaphore (SPEC §11).
+/// What a [`Lock`] holds: the lock of its resources, or one permit of a semaphore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Lock,
@@ -579,7 +579,7 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     .with_report(round.report))
 }
 
-/// Auto-extension with the release-on-loss policy (SPEC §2): once the lock is lost, its keys
+/// Auto-extension with the release-on-loss policy: once the lock is lost, its keys
 /// are deleted wherever they still hold its token.
 async fn keep_alive(lock: Lock) {
     extend_while_held(&lock).await;

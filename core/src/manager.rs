@@ -70,7 +70,7 @@ impl LockManager {
         self.cluster.quorum
     }
 
-    /// Counters and latency histograms since the manager was created (SPEC §13), summed over
+    /// Counters and latency histograms since the manager was created, summed over
     /// its nodes where they are per node ([`node_status`](Self::node_status) has them per node).
     /// The same events also go to the `metrics` crate facade.
     pub fn stats(&self) -> Stats {
@@ -161,7 +161,7 @@ impl LockManager {
         acquire::acquire(&self.cluster, resources, ttl, options).await
     }
 
-    /// The counting semaphore `resource` with `limit` permits (SPEC §11): at most `limit`
+    /// The counting semaphore `resource` with `limit` permits: at most `limit`
     /// holders at once, across the quorum. Each permit is a [`Lock`] (ttl, validity, extend,
     /// release, auto-extension, fencing, the lost signal, the report). A permit needs
     /// [`Semaphore::quorum`] = floor(limit × N / (limit + 1)) + 1 admitting nodes — more than a
@@ -330,7 +330,7 @@ impl Semaphore {
         self.limit
     }
 
-    /// The nodes that must admit a permit: floor(limit × N / (limit + 1)) + 1 (SPEC §11).
+    /// The nodes that must admit a permit: floor(limit × N / (limit + 1)) + 1.
     pub fn quorum(&self) -> usize {
         crate::quorum::semaphore_quorum(self.manager.cluster.nodes.len(), self.limit.max(1))
     }

@@ -157,7 +157,7 @@ pub(crate) struct Node {
     set_nx_get: AtomicBool,
     /// Which lifetime of the node's data the connection sees: bumped when a (re)connection finds
     /// a `run_id` (or, without `INFO`, a data epoch) other than the last one, so a lock can tell
-    /// that the node lost its keys since it last held them (re-seating, SPEC §12). 0 before the
+    /// that the node lost its keys since it last held them (re-seating). 0 before the
     /// first connection; unchanged when the node does not say who it is.
     data_epoch: AtomicU64,
     /// The manager's count of requests whose round was decided before they were answered.
@@ -252,7 +252,7 @@ pub struct NodeStatus {
     pub not_eligible: u64,
     /// Successful reconnections.
     pub reconnects: u64,
-    /// Keys written back by an extension after this node restarted (re-seating, SPEC §12).
+    /// Keys written back by an extension after this node restarted (re-seating).
     pub reseats: u64,
     /// Times this node entered restart quarantine on (re)connecting.
     pub quarantines: u64,

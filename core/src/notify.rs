@@ -1,4 +1,4 @@
-//! Release notification (SPEC §3.2): the release script publishes on a per-key channel; a waiter
+//! Release notification: the release script publishes on a per-key channel; a waiter
 //! subscribes on every node and retries as soon as any node announces a release, instead of
 //! sleeping a full retry delay. The random delay stays as the fallback (expiry sends nothing).
 
@@ -18,7 +18,7 @@ use crate::node::{Node, Subscriber};
 /// resource, first come first served: the others would only split the votes and pay a full
 /// round and a rollback each (a herd that costs every node CPU). The waiter that waited longest
 /// is woken by every release until it wins or gives up; the others keep their timed retry as
-/// the fallback. Fair waiters (SPEC §10) are woken by their ticket instead: the one with the
+/// the fallback. Fair waiters are woken by their ticket instead: the one with the
 /// smallest is the head of the queue, the only one the nodes let in (and a non-fair waiter of
 /// the same resource, if any, is woken too: it ignores the queue).
 pub(crate) struct Waiter {

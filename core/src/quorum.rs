@@ -18,7 +18,7 @@ pub fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
-/// The quorum of a semaphore with `limit` permits over `nodes` nodes (SPEC §11):
+/// The quorum of a semaphore with `limit` permits over `nodes` nodes:
 /// Q = floor(limit × N / (limit + 1)) + 1, so that (limit + 1) × Q > limit × N and no
 /// `limit + 1` holders can each be admitted by Q of the N nodes. Q(1) is the lock's majority;
 /// N − Q nodes may be down.
@@ -54,7 +54,7 @@ pub fn fence(max_counter: u64, floor: u64) -> u64 {
     max_counter.saturating_add(1).max(floor)
 }
 
-/// The outcome of an acquire round (SPEC §5): granted iff a quorum of eligible nodes said yes
+/// The outcome of an acquire round: granted iff a quorum of eligible nodes said yes
 /// and validity is left; otherwise Contended when any node said another token holds a key and
 /// no quorum was reached, else Unavailable (nodes down, timed out, quarantined, or too slow).
 pub fn classify(
@@ -87,7 +87,7 @@ pub(crate) fn classify_with(
 }
 
 /// The nodes that must be full for a failed permit round to be explained by `limit` permits held
-/// elsewhere (SPEC §11): each of those permits is held on `q` of the `n` nodes, and a node that
+/// elsewhere: each of those permits is held on `q` of the `n` nodes, and a node that
 /// is not full holds at most `limit − 1`, so at least `limit × q − (limit − 1) × n` nodes are
 /// full (always at least 1, as (limit + 1) × q > limit × n). Q(1) is the majority, and this is
 /// `q` then: a lock held elsewhere fills a majority.
@@ -116,7 +116,7 @@ pub(crate) fn split_vote(
 pub(crate) enum Reply {
     /// Yes, with a payload (the fence counter for acquire, else 0).
     Yes(u64),
-    /// Extend only: yes, after writing the keys back on a node that restarted (SPEC §12).
+    /// Extend only: yes, after writing the keys back on a node that restarted.
     Reseated,
     /// No: held by someone else, or our token is gone.
     No,
@@ -148,7 +148,7 @@ pub(crate) enum Tally {
     /// not to every node that was merely slower than the refusals (a waiter's joining round
     /// fails by design, once per grant).
     Fair,
-    /// A permit (SPEC §11): as `Eligible`, except that a round that failed goes on until it is
+    /// A permit: as `Eligible`, except that a round that failed goes on until it is
     /// known whether the refusals explain it ([`split_vote`]; `explained` is
     /// [`full_to_explain`]): a split vote is told apart from a full semaphore, and retried.
     Permit { explained: usize },

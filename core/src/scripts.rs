@@ -94,7 +94,7 @@ pub fn epoch_key(key_prefix: &str) -> String {
 /// has lost it, so its age is never more than the time since the data loss, as `uptime` is.
 /// KEYS: the epoch key. Returns `{age, born}`: the age in whole seconds (0 when just created)
 /// and the server time the data began, which identifies this lifetime of the node's data as
-/// `run_id` does (re-seating, SPEC §12, compares it across reconnections).
+/// `run_id` does (re-seating compares it across reconnections).
 pub const EPOCH_SOURCE: &str = r#"
 local now = tonumber(redis.call('TIME')[1])
 local born = tonumber(redis.call('GET', KEYS[1]) or '')
@@ -183,7 +183,7 @@ return deleted
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
 
 /// Sets a new expiry on every key iff every key still holds our token. With ARGV\[3\] == "1" (sent
-/// only to a node that restarted since it last held the keys: re-seating, SPEC §12) a node on
+/// only to a node that restarted since it last held the keys: re-seating) a node on
 /// which every key is absent gets them back with `SET NX PX`; a foreign token is never
 /// overwritten, and a node holding some keys but not others is not re-seated.
 /// ARGV: token, ttl_ms, reseat (0/1). Returns 1 when extended, 2 when re-seated, 0 otherwise.
@@ -227,7 +227,7 @@ return 1
 "#;
 pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(FENCE_SOURCE));
 
-/// The key of a semaphore (SPEC §11) on one node: a sorted set of holders, each a permit's token
+/// The key of a semaphore on one node: a sorted set of holders, each a permit's token
 /// scored with its expiry in the node's own clock (ms). Kept apart from a lock on the same name
 /// (a different key, under the key prefix so that ACL key patterns cover it).
 pub fn semaphore_key(key: &str) -> String {
@@ -282,7 +282,7 @@ return n
 pub(crate) static SEM_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_RELEASE_SOURCE));
 
 /// Renews the token's permit iff it still holds one. With ARGV\[3\] == "1" (a node that restarted
-/// since it last admitted the token: re-seating, SPEC §12) an absent token is admitted again when
+/// since it last admitted the token: re-seating) an absent token is admitted again when
 /// fewer than `limit` holders remain and none is in use with another limit. The limit record
 /// ([`limit_key`]) lives on with the permit. KEYS: the semaphore key, its limit key.
 /// ARGV: token, ttl_ms, reseat (0/1), limit. Returns 1 when extended, 2 when re-seated, 0
@@ -317,7 +317,7 @@ return 1
 "#;
 pub(crate) static SEM_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(SEM_FENCE_SOURCE));
 
-/// The queue of fair waiters for one lock key (SPEC §10): a sorted set of tokens scored by their
+/// The queue of fair waiters for one lock key: a sorted set of tokens scored by their
 /// ticket; the lowest live ticket is the head.
 pub fn queue_key(key: &str) -> String {
     crate::slot::companion(key, ":ironlock:queue")
@@ -369,7 +369,7 @@ macro_rules! fair_lua {
     };
 }
 
-/// A fair acquire (SPEC §10) on one node: sets every lock key with `PX ttl` only when every key
+/// A fair acquire on one node: sets every lock key with `PX ttl` only when every key
 /// is free (or ours) AND no live waiter other than the token heads a queue; a grant leaves the
 /// queues. A request that must wait registers (or refreshes) the token in each key's queue with
 /// its ticket and a heartbeat (and is granted after all when joining made it the head of free
@@ -474,7 +474,7 @@ return changed
 );
 pub(crate) static FAIR_LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(FAIR_LEAVE_SOURCE));
 
-/// A fair acquire of a semaphore permit (SPEC §10, §11) on one node: registers (or refreshes) the
+/// A fair acquire of a semaphore permit on one node: registers (or refreshes) the
 /// token in the queue with its ticket, then admits it when, after dropping expired holders, the
 /// holders and the live waiters ahead of it together number fewer than `limit`; an admission
 /// leaves the queue and records the limit ([`limit_key`]). A request whose limit differs from the

@@ -1,4 +1,4 @@
-//! The table of manager settings (SPEC §4): one row per setting with its kind, default and
+//! The table of manager settings: one row per setting with its kind, default and
 //! range. Bindings convert their language's values by the row's kind and apply them with
 //! [`Config::set`], so adding a setting is one row here, one field in [`Config`], and its docs.
 

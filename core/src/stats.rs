@@ -1,4 +1,4 @@
-//! What a manager counts (SPEC §13): one snapshot type with the same field names in every
+//! What a manager counts: one snapshot type with the same field names in every
 //! language, its JSON (the bindings' one encoder) and its Prometheus text (`ironlock status
 //! --prometheus`). Every event is recorded once, here: in the manager's atomics and through the
 //! `metrics` crate facade (a no-op until the application installs a recorder), so that any
