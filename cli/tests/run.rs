@@ -35,7 +35,13 @@ fn concurrent_runs_never_overlap() {
         let enter = pair[0].strip_prefix("enter ").expect("enter line");
         let leave = pair[1].strip_prefix("leave ").expect("leave line");
         assert_eq!(enter, leave, "interleaved critical sections:\n{text}");
-        assert_eq!(enter.len(), 40, "token: {enter}");
+        // 40 random hex characters, then this host and the pid of the `run` that held it.
+        let (random, _) = enter.split_at(40);
+        assert!(
+            random.bytes().all(|b| b.is_ascii_hexdigit()),
+            "token: {enter}"
+        );
+        assert!(ironlock::holder_of(enter).is_some(), "token: {enter}");
         assert!(tokens.insert(enter.to_owned()), "token reused: {enter}");
     }
     for i in 0..3 {
@@ -222,7 +228,7 @@ fn command_sees_the_lock_in_its_environment() {
     let cluster = cluster(3);
     let urls = cluster.urls();
     let key = unique("env");
-    let print = "echo R=$IRONLOCK_RESOURCE; echo T=$IRONLOCK_TOKEN; echo F=$IRONLOCK_FENCE; echo V=$IRONLOCK_VALIDITY_MS";
+    let print = "echo R=$IRONLOCK_RESOURCE; echo T=$IRONLOCK_TOKEN; echo F=$IRONLOCK_FENCE; echo V=$IRONLOCK_VALIDITY_MS; echo P=$PPID";
     let field = |text: &str, name: &str| -> String {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("{name}=")))
@@ -237,7 +243,14 @@ fn command_sees_the_lock_in_its_environment() {
     let text = stdout(&out);
     assert_eq!(field(&text, "R"), key);
     let token = field(&text, "T");
-    assert!(token.len() == 40 && token.bytes().all(|b| b.is_ascii_hexdigit()));
+    let holder = ironlock::holder_of(&token).expect("the token names its holder");
+    assert!(
+        token[..40].bytes().all(|b| b.is_ascii_hexdigit()) && token[40..] == format!(".{holder}"),
+        "{token}"
+    );
+    // The command's parent is the `ironlock run` that holds the lock.
+    let pid = field(&text, "P");
+    assert!(holder.ends_with(&format!(":{pid}")), "{token} vs pid {pid}");
     let fence: u64 = field(&text, "F").parse().expect("numeric fence");
     assert!(fence > 0);
     let validity: u64 = field(&text, "V").parse().expect("numeric validity");
