@@ -145,6 +145,13 @@ export interface AcquireOptions {
   fair?: boolean
 }
 
+/**
+ * The one sentinel login (`key`: `sentinelUsername` or `sentinelPassword`) a manager uses: the
+ * setting (`setting`, labelled `settingLabel`) and every node's (`given`: `[label, value]`
+ * pairs) must agree (the core's `agree_sentinel_login`). Returns the value to use, or `null`.
+ */
+export declare function agreeSentinelLogin(key: string, settingLabel: string, setting: string | undefined | null, given: Array<Array<string>>): string | null
+
 /** The version of the ironlock core this module was built from. */
 export declare function coreVersion(): string
 

@@ -838,6 +838,7 @@ module.exports = nativeBinding
 module.exports.CancelToken = nativeBinding.CancelToken
 module.exports.NativeLock = nativeBinding.NativeLock
 module.exports.NativeManager = nativeBinding.NativeManager
+module.exports.agreeSentinelLogin = nativeBinding.agreeSentinelLogin
 module.exports.coreVersion = nativeBinding.coreVersion
 module.exports.debugPanic = nativeBinding.debugPanic
 module.exports.drain = nativeBinding.drain

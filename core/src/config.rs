@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 pub(crate) use crate::urls::{ClusterSpec, NodeSpec, SentinelSpec};
-pub use crate::urls::{NodeParts, node_url, nodes_from_env, redact_url, split_node_list};
+pub use crate::urls::{
+    NodeParts, agree_sentinel_login, node_url, nodes_from_env, redact_url, split_node_list,
+};
 use crate::urls::{parse_node, server_identity};
 
 /// Settings of a [`LockManager`](crate::LockManager). Built with chained setters; validated by

@@ -51,9 +51,9 @@ mod urls;
 
 pub use acquire::{AcquireOptions, MAX_SEMAPHORE_LIMIT};
 pub use config::{
-    Config, NodeParts, NodeTls, RESERVED_SUFFIXES, cut, defaults, duration_from_millis_f64,
-    duration_from_secs_f64, node_url, nodes_from_env, redact_url, resource_from_bytes,
-    split_node_list, validate_resource, validate_resources,
+    Config, NodeParts, NodeTls, RESERVED_SUFFIXES, agree_sentinel_login, cut, defaults,
+    duration_from_millis_f64, duration_from_secs_f64, node_url, nodes_from_env, redact_url,
+    resource_from_bytes, split_node_list, validate_resource, validate_resources,
 };
 pub use drain::{drain, drain_blocking};
 pub use error::{Error, ErrorKind, NodeReport, Report, Result, Vote};

@@ -531,6 +531,33 @@ pub fn nodes_from_env() -> Result<Option<Vec<String>>> {
     Ok(None)
 }
 
+/// The one sentinel login (`key`: the user name or the password) a manager uses when Sentinel
+/// nodes given as parts carry their own: a manager logs in to every sentinel with one, so the
+/// setting (`setting`: its label as the caller names it, and its value) and every node's
+/// (`given`: label and value, nodes that gave none left out) must agree. Returns the value to
+/// use (the setting's, else the first node's; `None` when nobody gave one), or an
+/// `InvalidArgument` naming the first node that differs and what it differs from. The values
+/// are never shown.
+pub fn agree_sentinel_login(
+    key: &str,
+    setting: Option<(&str, &str)>,
+    given: &[(&str, &str)],
+) -> Result<Option<String>> {
+    let mut chosen = setting;
+    for &(label, value) in given {
+        match chosen {
+            None => chosen = Some((label, value)),
+            Some((from, v)) if v != value => {
+                return Err(Error::invalid(format!(
+                    "{label}: differs from {from}; a manager logs in to every sentinel with one {key}"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(chosen.map(|(_, v)| v.to_owned()))
+}
+
 /// A node given as parts (redis-py's keywords, ioredis's options), for [`node_url`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeParts {
@@ -759,6 +786,49 @@ fn multi_url(parts: &NodeParts) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn one_sentinel_login_from_the_setting_or_the_nodes_never_showing_it() {
+        assert_eq!(agree_sentinel_login("k", None, &[]).unwrap(), None);
+        assert_eq!(
+            agree_sentinel_login(
+                "k",
+                Some(("the k setting", "s3cret")),
+                &[("nodes[1].k", "s3cret")]
+            )
+            .unwrap()
+            .as_deref(),
+            Some("s3cret")
+        );
+        assert_eq!(
+            agree_sentinel_login("k", None, &[("nodes[0].k", "a"), ("nodes[2].k", "a")])
+                .unwrap()
+                .as_deref(),
+            Some("a")
+        );
+        let e = agree_sentinel_login(
+            "k",
+            Some(("settings.k", "s3cret")),
+            &[("nodes[1].k", "other")],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message(),
+            "nodes[1].k: differs from settings.k; a manager logs in to every sentinel with one k"
+        );
+        assert!(!e.message().contains("s3cret") && !e.message().contains("other"));
+        let e = agree_sentinel_login("k", None, &[("nodes[0].k", "a"), ("nodes[2].k", "b")])
+            .unwrap_err();
+        assert!(
+            e.message()
+                .starts_with("nodes[2].k: differs from nodes[0].k;"),
+            "{e}"
+        );
+        assert!(
+            !e.message().contains("\"a\"") && !e.message().contains("\"b\""),
+            "{e}"
+        );
+    }
     use super::*;
 
     fn hosts(list: &[(&str, Option<u16>)]) -> Vec<(String, Option<u16>)> {

@@ -277,18 +277,14 @@ function applyLogins(s, logins) {
     ['sentinelUsername', 'username'],
     ['sentinelPassword', 'password'],
   ]) {
-    let chosen = s[key] !== undefined && s[key] !== null ? { from: `settings.${key}`, value: s[key] } : undefined
-    for (const login of logins ?? []) {
-      const value = login[slot]
-      if (value === undefined) continue
-      if (chosen === undefined) chosen = { from: `${login.what}.${key}`, value }
-      else if (chosen.value !== value) {
-        throw invalid(
-          `${login.what}.${key}: differs from ${chosen.from}; a manager logs in to every sentinel with one ${key}`,
-        )
-      }
-    }
-    if (chosen !== undefined) s[key] = chosen.value
+    // A setting of the wrong type is named by the constructor's own check.
+    const setting = typeof s[key] === 'string' ? s[key] : null
+    const given = (logins ?? [])
+      .filter((l) => typeof l[slot] === 'string')
+      .map((l) => [`${l.what}.${key}`, l[slot]])
+    if (setting === null && given.length === 0) continue
+    const chosen = call(() => native.agreeSentinelLogin(key, `settings.${key}`, setting, given))
+    if (chosen !== null && chosen !== undefined) s[key] = chosen
   }
 }
 

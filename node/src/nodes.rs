@@ -124,3 +124,30 @@ pub fn split_node_list(what: String, text: String) -> napi::Result<Vec<String>> 
 pub fn nodes_from_env() -> napi::Result<Option<Vec<String>>> {
     boundary(|| ironlock::nodes_from_env().map_err(to_napi))
 }
+
+/// The one sentinel login (`key`: `sentinelUsername` or `sentinelPassword`) a manager uses: the
+/// setting (`setting`, labelled `settingLabel`) and every node's (`given`: `[label, value]`
+/// pairs) must agree (the core's `agree_sentinel_login`). Returns the value to use, or `null`.
+#[napi]
+pub fn agree_sentinel_login(
+    key: String,
+    setting_label: String,
+    setting: Option<String>,
+    given: Vec<Vec<String>>,
+) -> napi::Result<Option<String>> {
+    boundary(|| {
+        let pairs: Vec<(&str, &str)> = given
+            .iter()
+            .filter_map(|p| match p.as_slice() {
+                [label, value] => Some((label.as_str(), value.as_str())),
+                _ => None,
+            })
+            .collect();
+        ironlock::agree_sentinel_login(
+            &key,
+            setting.as_deref().map(|v| (setting_label.as_str(), v)),
+            &pairs,
+        )
+        .map_err(to_napi)
+    })
+}

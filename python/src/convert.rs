@@ -358,29 +358,19 @@ fn apply_logins(
             None => None,
         };
         let setting = setting.map(|v| text(key, &v)).transpose()?;
-        let mut chosen: Option<(&str, String)> = setting.clone().map(|v| ("the setting", v));
-        for (name, login) in logins {
-            let Some(v) = &login[slot] else { continue };
-            match &chosen {
-                Some((source, c)) if c != v => {
-                    let source = if *source == "the setting" {
-                        format!("the {key} setting")
-                    } else {
-                        format!("{source}.{key}")
-                    };
-                    return Err(error::invalid(
-                        py,
-                        format!(
-                            "{name}.{key}: differs from {source}; a manager logs in to every \
-                             sentinel with one {key}"
-                        ),
-                    ));
-                }
-                Some(_) => {}
-                None => chosen = Some((name.as_str(), v.clone())),
-            }
-        }
-        if let (None, Some((_, v))) = (setting, chosen) {
+        let setting_label = format!("the {key} setting");
+        let labels: Vec<(String, &str)> = logins
+            .iter()
+            .filter_map(|(name, login)| Some((format!("{name}.{key}"), login[slot].as_deref()?)))
+            .collect();
+        let given: Vec<(&str, &str)> = labels.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+        let chosen = ironlock::agree_sentinel_login(
+            key,
+            setting.as_deref().map(|v| (setting_label.as_str(), v)),
+            &given,
+        )
+        .map_err(|e| error::to_pyerr(py, e))?;
+        if let (None, Some(v)) = (setting, chosen) {
             c = c
                 .set(key, SettingValue::Text(v))
                 .map_err(|e| error::to_pyerr(py, e))?;
