@@ -484,6 +484,7 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
                 .extend_cmd(&inner.keys, &inner.token, &ttl_ms, true),
         )
     });
+    let before = lock.deadline();
     let t1 = Instant::now();
     let round = quorum::run(&cluster.nodes, Tally::Eligible, inner.quorum, t1, |node| {
         let cmd = match &reseat {
@@ -508,6 +509,29 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     let drift = config.drift(ttl);
     let validity = quorum::validity(ttl, round.decided_at - t1, drift);
     let granted = round.granted >= inner.quorum && validity.is_some();
+    if granted && round.decided_at >= before {
+        // The quorum confirmed the extension only once the lock's validity had run out: in
+        // that gap its keys may have expired on some nodes, another client may have held and
+        // released the lock, and a late write of ours may have put our token back. Extending
+        // now would bring the lock back to life over that other holder's critical section
+        // (found by the protocol model, `scripts/verify`): it is lost, and the keys this
+        // round extended are deleted.
+        lock.mark_lost();
+        cluster.stats.note(Event::ExtendFailed);
+        release_round(
+            &cluster.nodes,
+            inner.kind,
+            inner.quorum,
+            &inner.keys,
+            &inner.token,
+            true,
+            Tally::ReleaseAll,
+        )
+        .await;
+        return Err(lock
+            .lost_error("its validity ran out before a quorum confirmed the extension")
+            .with_report(round.report));
+    }
     {
         let mut st = lock.state();
         st.report = round.report.clone();

@@ -616,3 +616,52 @@ async fn close_closes_the_connections_at_once_and_for_good() {
     assert_eq!(connected_clients(&url).await, before, "it reconnected");
     drop(lock);
 }
+
+/// An extension that a quorum confirms only after the lock's validity ran out does not bring
+/// the lock back to life: in that gap another client may have held it (found by the protocol
+/// model in `verify/`). The node here answers late (paused past the deadline) but still has the
+/// key (its ttl outlives the client's validity by the drift allowance): the extension happened
+/// on the node, yet the lock is lost and its key deleted.
+#[tokio::test]
+async fn an_extension_confirmed_after_the_deadline_loses_the_lock() {
+    let mut c = cluster(1);
+    let m = LockManager::new(
+        config(&c)
+            .drift_constant(ms(500))
+            .node_timeout(SEC)
+            .retry_count(0),
+    )
+    .await
+    .unwrap();
+    let r = unique("late-extend");
+    let lock = m.acquire(&[&r], 2 * SEC).await.unwrap();
+    // Validity about 1.5 s (2 s less 0.52 s of drift); the key lives 2 s on the node.
+    let deadline = lock.deadline();
+    tokio::time::sleep_until((deadline - ms(150)).into()).await;
+    c.pause(0).unwrap();
+    let extending = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.extend(2 * SEC).await })
+    };
+    tokio::time::sleep_until((deadline + ms(150)).into()).await;
+    c.resume(0).unwrap();
+    let e = extending
+        .await
+        .unwrap()
+        .expect_err("an extension confirmed after the deadline revived the lock");
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    assert!(
+        e.message()
+            .contains("its validity ran out before a quorum confirmed the extension"),
+        "{e}"
+    );
+    assert!(lock.is_lost() && !lock.is_valid());
+    // The key the late extension renewed is gone, so the next client need not wait its ttl.
+    let mut conn = redis_conn(&c.urls()[0]).await;
+    let left: Option<String> = redis::cmd("GET")
+        .arg(&r)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, None, "the renewed key was left behind");
+}

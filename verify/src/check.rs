@@ -27,7 +27,6 @@ pub fn configs(deep: bool) -> Vec<Params> {
         fencing: false,
         liveness: false,
         mutant: None,
-        as_core_today: false,
     };
     let d = |ci: i16, more: i16| if deep { ci + more } else { ci };
     let one = u8::from(deep) + 1;
@@ -165,7 +164,9 @@ pub fn targets(m: Mutant) -> &'static [&'static str] {
         Mutant::FailoverRuleOff => &["failover"],
         Mutant::DriftZero => &["restart", "messages"],
         Mutant::FenceWithoutWriteBack => &["fence"],
-        Mutant::ReseatWithoutRunIdCheck | Mutant::ReseatInQuarantineCounts => &["extend"],
+        Mutant::ReseatWithoutRunIdCheck
+        | Mutant::ReseatInQuarantineCounts
+        | Mutant::LapsedExtensionCounts => &["extend"],
         Mutant::SemaphoreMajority => &["semaphore"],
     }
 }

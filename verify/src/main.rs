@@ -111,37 +111,6 @@ fn main() {
             }
         }
     }
-    if only.is_none_or(|o| o == "core-today") {
-        // Core's extend today counts an extension decided after the previous deadline. The
-        // model's protocol does not (the lock is lost then); this line shows why it must not.
-        let p = configs.iter().find(|p| p.name == "extend").expect("config");
-        let o = check::run(
-            Params {
-                as_core_today: true,
-                ..p.clone()
-            },
-            threads,
-        );
-        total_states += o.states;
-        total_secs += o.took.as_secs_f64();
-        match &o.failure {
-            Some((_, path)) => {
-                println!(
-                    "finding core-today: an extension decided after the lock's deadline still counts: counterexample of {} steps ({} states, {:.1} s)",
-                    path.len(),
-                    o.states,
-                    o.took.as_secs_f64()
-                );
-                if trace {
-                    print_path(path);
-                }
-            }
-            None => println!(
-                "finding core-today: no counterexample in {} states (the lapse rule is not needed at these bounds)",
-                o.states
-            ),
-        }
-    }
     println!("verify ({bounds} bounds): {total_states} states explored in {total_secs:.1} s");
     std::process::exit(i32::from(bad > 0));
 }

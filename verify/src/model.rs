@@ -38,11 +38,14 @@ pub enum Mutant {
     FenceWithoutWriteBack,
     /// A master promoted from a replica counts at once (only restarts are quarantined).
     FailoverRuleOff,
+    /// An extension a quorum confirms only after the lock's deadline still counts: the lock
+    /// comes back to life (core's extend before the model found it).
+    LapsedExtensionCounts,
 }
 
 impl Mutant {
     /// Every mutant, in report order.
-    pub const ALL: [Mutant; 7] = [
+    pub const ALL: [Mutant; 8] = [
         Mutant::NoQuarantine,
         Mutant::ReseatWithoutRunIdCheck,
         Mutant::ReseatInQuarantineCounts,
@@ -50,6 +53,7 @@ impl Mutant {
         Mutant::DriftZero,
         Mutant::FenceWithoutWriteBack,
         Mutant::FailoverRuleOff,
+        Mutant::LapsedExtensionCounts,
     ];
 
     /// The name `scripts/verify` prints.
@@ -62,6 +66,7 @@ impl Mutant {
             Mutant::DriftZero => "drift-allowance-0",
             Mutant::FenceWithoutWriteBack => "fence-without-write-back",
             Mutant::FailoverRuleOff => "failover-rule-off",
+            Mutant::LapsedExtensionCounts => "lapsed-extension-counts",
         }
     }
 }
@@ -106,9 +111,6 @@ pub struct Params {
     pub liveness: bool,
     /// The mechanism switched off, if any.
     pub mutant: Option<Mutant>,
-    /// Extend as core does today: an extension decided after the lock's previous deadline still
-    /// counts (the lock comes back). Off, such an extension finds the lock lost.
-    pub as_core_today: bool,
 }
 
 /// Ticks as the durations core's arithmetic takes.
@@ -594,7 +596,8 @@ impl Redlock {
                 cl.phase = Phase::Idle;
                 // A lock whose deadline passed before its extension was decided may have been
                 // granted to another meanwhile: it is lost, whatever the votes say.
-                let lapsed = now >= held.deadline && !self.p.as_core_today;
+                let lapsed =
+                    now >= held.deadline && self.p.mutant != Some(Mutant::LapsedExtensionCounts);
                 if ok && self.validity(t1, now) && !lapsed {
                     // Valid again from t1: nobody else may have been granted meanwhile.
                     if others_valid >= self.p.limit as usize || (self.p.limit == 1 && cl.superseded)
