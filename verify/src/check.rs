@@ -36,6 +36,7 @@ pub fn configs(deep: bool) -> Vec<Params> {
             name: "restart",
             max_time: d(3, 1),
             restarts: 1,
+            attempts: one,
             ..base.clone()
         },
         // A voter's master changes to a replica that lacks the holder's key and counter.
@@ -43,6 +44,7 @@ pub fn configs(deep: bool) -> Vec<Params> {
             name: "failover",
             max_time: d(3, 1),
             failovers: 1,
+            attempts: one,
             ..base.clone()
         },
         // Lost replies (the node acted, the client never heard), duplicated and late requests.
