@@ -151,3 +151,41 @@ pub fn agree_sentinel_login(
         .map_err(to_napi)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::agree_sentinel_login;
+
+    fn pair(label: &str, value: &str) -> Vec<String> {
+        vec![label.to_owned(), value.to_owned()]
+    }
+
+    #[test]
+    fn the_setting_and_the_nodes_agree_or_the_first_that_differs_is_named() {
+        let key = "sentinelPassword".to_owned();
+        let label = "settings.sentinelPassword".to_owned();
+        let got = agree_sentinel_login(
+            key.clone(),
+            label.clone(),
+            None,
+            vec![pair("nodes[0].sentinelPassword", "pw")],
+        )
+        .unwrap();
+        assert_eq!(got.as_deref(), Some("pw"));
+        let e = agree_sentinel_login(
+            key,
+            label,
+            Some("pw".to_owned()),
+            vec![pair("nodes[1].sentinelPassword", "other")],
+        )
+        .unwrap_err();
+        assert!(
+            e.reason.contains(
+                "nodes[1].sentinelPassword: differs from settings.sentinelPassword; a manager logs in to every sentinel with one sentinelPassword"
+            ),
+            "{}",
+            e.reason
+        );
+        assert!(!e.reason.contains("other") && !e.reason.contains("\"pw\""));
+    }
+}
