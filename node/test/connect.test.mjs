@@ -17,19 +17,18 @@ describe('LockManager.connect()', () => {
     await cluster?.quit()
   })
 
-  it('rejects with ConnectionError naming every node when none is up, and closes the manager', async () => {
+  it('rejects with ConnectionError naming every node and why when none is up', async () => {
     for (let i = 0; i < 3; i++) await cluster.kill(i)
     try {
-      const started = Date.now()
       const e = await LockManager.connect(cluster.urls, { ...TEST_SETTINGS, connectTimeout: 1000 }).catch((x) => x)
-      const took = Date.now() - started
       assert.ok(e instanceof ConnectionError, String(e))
       assert.equal(e.code, 'CONNECTION')
       assert.match(e.message, /0 of 3 nodes connected, fewer than the quorum of 2/)
-      for (let i = 0; i < 3; i++) assert.match(e.message, new RegExp(`nodes\\[${i}\\] redis://127\\.0\\.0\\.1:\\d+: `))
-      assert.match(e.message, /refused/i)
-      // Refused connections fail at once: no wait for connectTimeout, no retries first.
-      assert.ok(took < 1000, `took ${took} ms`)
+      // Each node is named with its own reason: refused at once, not a connection timeout.
+      for (let i = 0; i < 3; i++) {
+        assert.match(e.message, new RegExp(`nodes\\[${i}\\] redis://127\\.0\\.0\\.1:\\d+: [^;]*refused`, 'i'))
+      }
+      assert.doesNotMatch(e.message, /timed out|within connect_timeout/i)
     } finally {
       for (let i = 0; i < 3; i++) await cluster.start(i)
     }
