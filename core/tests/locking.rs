@@ -627,21 +627,22 @@ async fn an_extension_confirmed_after_the_deadline_loses_the_lock() {
     let mut c = cluster(1);
     let m = LockManager::new(
         config(&c)
-            .drift_constant(ms(500))
+            .drift_constant(ms(1500))
             .node_timeout(SEC)
             .retry_count(0),
     )
     .await
     .unwrap();
     let r = unique("late-extend");
-    let lock = m.acquire(&[&r], 2 * SEC).await.unwrap();
-    // Validity about 1.5 s (2 s less 0.52 s of drift); the key lives 2 s on the node.
+    let lock = m.acquire(&[&r], 4 * SEC).await.unwrap();
+    // Validity about 2.46 s (4 s less 1.54 s of drift); the key lives 4 s on the node, so the
+    // late reply (150 ms past the deadline) still finds it, with well over a second to spare.
     let deadline = lock.deadline();
     tokio::time::sleep_until((deadline - ms(150)).into()).await;
     c.pause(0).unwrap();
     let extending = {
         let lock = lock.clone();
-        tokio::spawn(async move { lock.extend(2 * SEC).await })
+        tokio::spawn(async move { lock.extend(4 * SEC).await })
     };
     tokio::time::sleep_until((deadline + ms(150)).into()).await;
     c.resume(0).unwrap();
