@@ -83,7 +83,7 @@ rm -rf "$IRONNODE/build"
 mkdir -p "$IRONNODE/build"
 (cd node && node_modules/.bin/napi build --platform "${NAPI_PROFILE[@]}" --no-js --output-dir "$IRONNODE/build" >/dev/null)
 rm -rf "$IRONNODE/lib"
-cp -r node/lib node/index.js node/package.json "$IRONNODE/"
+cp -r node/lib node/index.js node/binding.js node/package.json "$IRONNODE/"
 cp "$IRONNODE"/build/ironlock.*.node "$IRONNODE/"
 
 exec "$VENV/bin/python" "$BENCH/bench.py" "$@"
