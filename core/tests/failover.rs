@@ -13,20 +13,30 @@ use ironlock_harness::Cluster;
 /// Restart and failover quarantine: max_ttl + drift + 1 s, about 3 s with max_ttl 2 s.
 const MAX_TTL: Duration = Duration::from_secs(2);
 
+/// Adds a replica of node `of` to `c` and waits until it is linked; returns its index.
+fn add_replica(c: &mut Cluster, of: usize) -> usize {
+    let port = c.nodes()[of].port().to_string();
+    c.add_node(&["--replicaof", "127.0.0.1", &port])
+        .expect("replica");
+    let i = c.nodes().len() - 1;
+    let deadline = Instant::now() + 10 * SEC;
+    while !c
+        .command(i, &["INFO", "replication"])
+        .is_ok_and(|r| r.contains("master_link_status:up"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "replica of node {of} never linked"
+        );
+        std::thread::sleep(ms(20));
+    }
+    i
+}
+
 /// A master (node 0) and one replica (node 1), both up for longer than the quarantine.
 fn replicated() -> Cluster {
     let mut c = Cluster::start(1).expect("master");
-    let port = c.nodes()[0].port().to_string();
-    c.add_node(&["--replicaof", "127.0.0.1", &port])
-        .expect("replica");
-    let deadline = Instant::now() + 10 * SEC;
-    while !c
-        .command(1, &["INFO", "replication"])
-        .is_ok_and(|r| r.contains("master_link_status:up"))
-    {
-        assert!(Instant::now() < deadline, "replica never linked");
-        std::thread::sleep(ms(20));
-    }
+    add_replica(&mut c, 0);
     // Both nodes out of the uptime-based restart quarantine.
     std::thread::sleep(Duration::from_millis(4100));
     c
@@ -315,17 +325,7 @@ async fn with_replica_acknowledgement_a_promoted_replica_has_every_lock_and_coun
 
     // The replica gets a replica of its own (chained), so that once promoted it still has one
     // to acknowledge its writes.
-    let port = c.nodes()[1].port().to_string();
-    c.add_node(&["--replicaof", "127.0.0.1", &port])
-        .expect("a replica of the replica");
-    let deadline = Instant::now() + 10 * SEC;
-    while !c
-        .command(2, &["INFO", "replication"])
-        .is_ok_and(|r| r.contains("master_link_status:up"))
-    {
-        assert!(Instant::now() < deadline, "chained replica never linked");
-        std::thread::sleep(ms(20));
-    }
+    add_replica(&mut c, 1);
 
     let key = unique("acked");
     let lock = holder
