@@ -59,7 +59,13 @@ async fn main() {
         max_ttl: Duration::from_millis(env_u64("SOAK_MAX_TTL_MS")),
     };
     let managers = env_u64("SOAK_MANAGERS");
-    let managers_mark = env_u64("SOAK_MANAGERS_MARK");
+    let managers_marks: Vec<u64> = env("SOAK_MANAGERS_MARKS")
+        .split(',')
+        .map(|m| {
+            m.parse()
+                .expect("SOAK_MANAGERS_MARKS: comma-separated counts")
+        })
+        .collect();
     let held_count = env_u64("SOAK_HELD");
     let prefix = env("SOAK_PREFIX");
     let control = PathBuf::from(env("SOAK_CONTROL"));
@@ -87,9 +93,9 @@ async fn main() {
             }
             Err(_) => manager_errors += 1,
         }
-        if k + 1 == managers_mark {
+        if managers_marks.contains(&(k + 1)) {
             emit(json!({"event": "managers_mark", "done": k + 1}));
-            wait_for(&control.join("mark"), max_run).await;
+            wait_for(&control.join(format!("mark-{}", k + 1)), max_run).await;
         }
         if last.elapsed() >= Duration::from_millis(500) {
             emit(json!({"event": "progress", "phase": "managers", "done": k + 1}));

@@ -141,7 +141,22 @@ int main(void) {
     /* Managers: create, sometimes lock once, free. */
     double last = now_ms();
     uint64_t manager_errors = 0;
-    uint64_t mark = env_u64("SOAK_MANAGERS_MARK");
+    /* SOAK_MANAGERS_MARKS: the counts after which run.py samples, comma-separated. */
+    uint64_t marks[8];
+    size_t n_marks = 0;
+    for (const char *p = getenv("SOAK_MANAGERS_MARKS"); p && *p && n_marks < 8;) {
+        char *end;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p) {
+            break;
+        }
+        marks[n_marks++] = v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (n_marks == 0) {
+        fprintf(stderr, "soak worker.c: SOAK_MANAGERS_MARKS is not set (run tests/soak/run.py)\n");
+        return 2;
+    }
     snprintf(name, sizeof name, "%s:churn", prefix);
     for (uint64_t k = 0; k < managers; k++) {
         struct ironlock_manager *m = new_manager(nodes, n_nodes);
@@ -163,10 +178,15 @@ int main(void) {
             fflush(stdout);
             last = now_ms();
         }
-        if (k + 1 == mark) {
-            printf("{\"event\":\"managers_mark\",\"done\":%llu}\n", (unsigned long long)(k + 1));
-            fflush(stdout);
-            wait_for("mark");
+        for (size_t i = 0; i < n_marks; i++) {
+            if (k + 1 == marks[i]) {
+                char file[64];
+                printf("{\"event\":\"managers_mark\",\"done\":%llu}\n",
+                       (unsigned long long)(k + 1));
+                fflush(stdout);
+                snprintf(file, sizeof file, "mark-%llu", (unsigned long long)(k + 1));
+                wait_for(file);
+            }
         }
     }
     printf("{\"event\":\"managers_done\",\"done\":%llu,\"manager_errors\":%llu}\n",

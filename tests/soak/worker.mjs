@@ -19,11 +19,12 @@ function env (name) {
   return v
 }
 
-// With --expose-gc (run.py passes it) a full collection runs with every progress line, so that
-// the RSS run.py samples follows the live objects, not how far V8 lets its heap grow first.
+// With --expose-gc (run.py passes it) a full collection runs with every progress line and before
+// each sample point of the managers phase, so that the RSS run.py samples follows the live
+// objects, not how far V8 lets its heap grow first.
 const collect = globalThis.gc ?? (() => {})
 const emit = (fields) => {
-  if (fields.event === 'progress') collect()
+  if (fields.event === 'progress' || fields.event.startsWith('managers_')) collect()
   writeSync(1, JSON.stringify(fields) + '\n')
 }
 const now = () => Number(process.hrtime.bigint()) / 1e6 // ms, CLOCK_MONOTONIC
@@ -36,7 +37,7 @@ const settings = {
 }
 const ttl = Number(env('SOAK_TTL_MS'))
 const managers = Number(env('SOAK_MANAGERS'))
-const managersMark = Number(env('SOAK_MANAGERS_MARK'))
+const managersMarks = new Set(env('SOAK_MANAGERS_MARKS').split(',').map(Number))
 const heldCount = Number(env('SOAK_HELD'))
 const prefix = env('SOAK_PREFIX')
 const control = env('SOAK_CONTROL')
@@ -73,9 +74,9 @@ for (let k = 0; k < managers; k++) {
     emit({ event: 'progress', phase: 'managers', done: k + 1 })
     last = now()
   }
-  if (k + 1 === managersMark) {
+  if (managersMarks.has(k + 1)) {
     emit({ event: 'managers_mark', done: k + 1 })
-    await waitFor('mark')
+    await waitFor(`mark-${k + 1}`)
   }
 }
 emit({ event: 'managers_done', done: managers, manager_errors: managerErrors })

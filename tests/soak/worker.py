@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import ironlock
 
@@ -40,7 +40,7 @@ class Soak:
         self.nodes = env("SOAK_NODES").split(",")
         self.ttl = int(env("SOAK_TTL_MS")) / 1000.0
         self.managers = int(env("SOAK_MANAGERS"))
-        self.managers_mark = int(env("SOAK_MANAGERS_MARK"))
+        self.managers_marks = {int(m) for m in env("SOAK_MANAGERS_MARKS").split(",")}
         self.held = int(env("SOAK_HELD"))
         self.prefix = env("SOAK_PREFIX")
         self.control = env("SOAK_CONTROL")
@@ -91,12 +91,13 @@ class Soak:
         return not (os.path.exists(os.path.join(self.control, name))
                     or time.monotonic() - since >= self.max_seconds)
 
-    def mark(self, k: int) -> bool:
-        """After iteration k of the managers loop: True when run.py wants a sample now."""
-        if k + 1 != self.managers_mark:
-            return False
+    def mark(self, k: int) -> Optional[str]:
+        """After iteration k of the managers loop: the control file to wait for when run.py wants
+        a sample now, else None."""
+        if k + 1 not in self.managers_marks:
+            return None
         emit(event="managers_mark", done=k + 1)
-        return True
+        return "mark-%d" % (k + 1)
 
 
 def run_sync(s: Soak) -> None:
@@ -115,9 +116,9 @@ def run_sync(s: Soak) -> None:
             m.close()
         s.progress("managers", k + 1)
         since = time.monotonic()
-        if s.mark(k):
-            while s.waiting_for("mark", since):
-                time.sleep(0.05)
+        mark = s.mark(k)
+        while mark and s.waiting_for(mark, since):
+            time.sleep(0.05)
     emit(event="managers_done", done=s.managers, manager_errors=errors)
     since = time.monotonic()
     while s.waiting_for("go", since):
@@ -169,9 +170,9 @@ async def run_async(s: Soak) -> None:
             m.close()
         s.progress("managers", k + 1)
         since = time.monotonic()
-        if s.mark(k):
-            while s.waiting_for("mark", since):
-                await asyncio.sleep(0.05)
+        mark = s.mark(k)
+        while mark and s.waiting_for(mark, since):
+            await asyncio.sleep(0.05)
     emit(event="managers_done", done=s.managers, manager_errors=errors)
     since = time.monotonic()
     while s.waiting_for("go", since):
