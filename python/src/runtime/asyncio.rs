@@ -1,14 +1,29 @@
-//! The asyncio bridge: a core future becomes an asyncio future of the running loop, completed
-//! in batches on the loop's thread, cancel-safe both ways.
+//! The asyncio bridge: a core future becomes an asyncio future of the running loop, cancel-safe
+//! both ways.
+//!
+//! The calls of `AsyncLockManager` run on a runtime that the event loop drives from its own
+//! thread: the loop watches the runtime's reactor (`add_reader` on its epoll descriptor) and,
+//! when it turns readable, runs the runtime until nothing is ready, then completes the futures
+//! of the calls that finished meanwhile. A call starts the same way: its requests are written
+//! on the loop's thread before `acquire(…)` returns its awaitable. So a call costs no hand-off
+//! to another thread and back. When the loop is busy elsewhere (or not running), the runtime's
+//! own thread drives it; calls that finish there reach the loop in batches through
+//! `call_soon_threadsafe`.
 
+use std::cell::Cell;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use futures_util::future::{AbortHandle, Abortable};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
+use tokio::runtime::Handle;
 
 use super::exit::InFlight;
-use super::{guarded, handle, lock_ignoring_poison, pid};
+use super::{asyncio_calls, evloop_runtime, guarded, lock_ignoring_poison, pid};
 use crate::error;
 
 /// A result converted to Python only on the event loop's thread, with the GIL held; an error
@@ -37,25 +52,36 @@ type Finished = (
 
 struct Queue {
     finished: Vec<Finished>,
-    /// A drain is scheduled on the loop and has not started yet.
+    /// A drain is scheduled on the loop (`call_soon_threadsafe`) and has not started yet.
     scheduled: bool,
 }
 
-/// Hands finished calls to one event loop in batches: the first call that finishes after a
-/// drain schedules the next one (`call_soon_threadsafe`, one self-pipe write); calls that finish
-/// before it runs are delivered by the same drain. Called by the loop, it is the drain.
+/// One event loop's side of the bridge: the calls that finished and wait for the loop, and
+/// whether the loop watches the runtime's reactor.
+///
+/// Calls that finish while this loop drives the runtime (on its thread) are completed right
+/// after that drive. Calls that finish on another thread are handed over in batches: the first
+/// one after a drain schedules the next drain (`call_soon_threadsafe`, one self-pipe write);
+/// calls that finish before it runs are delivered by the same drain. Called by the loop, it is
+/// the drain.
 #[pyclass(frozen, module = "ironlock._native")]
 pub(crate) struct Delivery {
     queue: Mutex<Queue>,
     /// A weak reference to the loop (the per-thread cache must not keep a loop alive).
     event_loop: Py<PyAny>,
     pid: u32,
+    /// The reactor descriptor this loop watches, or `None` when it does not (no descriptor, or a
+    /// loop without `add_reader`): then the runtime's own thread drives it.
+    watched: Option<i32>,
 }
 
 thread_local! {
     /// The delivery of the loop this thread ran last.
     static DELIVERY: std::cell::RefCell<Option<Py<Delivery>>> =
         const { std::cell::RefCell::new(None) };
+    /// The delivery whose loop drives the runtime on this thread right now (null otherwise): a
+    /// call of that loop finishing now is completed after the drive, without a hand-over.
+    static DRIVING: Cell<*const Delivery> = const { Cell::new(std::ptr::null()) };
 }
 
 static GET_RUNNING_LOOP: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
@@ -71,7 +97,34 @@ fn cached_attr<'py>(
         .map(|f| f.bind(py))
 }
 
+/// Marks the current thread as driving the runtime for a delivery until dropped.
+struct Driving(*const Delivery);
+
+impl Driving {
+    fn enter(delivery: &Delivery) -> Driving {
+        Driving(DRIVING.replace(std::ptr::from_ref(delivery)))
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        DRIVING.set(self.0);
+    }
+}
+
 impl Delivery {
+    fn new(event_loop: Py<PyAny>, watched: Option<i32>) -> Delivery {
+        Delivery {
+            queue: Mutex::new(Queue {
+                finished: Vec::new(),
+                scheduled: false,
+            }),
+            event_loop,
+            pid: pid(),
+            watched,
+        }
+    }
+
     /// The running loop (RuntimeError without one) and its delivery.
     fn current<'py>(py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Py<Delivery>)> {
         let event_loop =
@@ -92,18 +145,23 @@ impl Delivery {
         if let Some(d) = cached {
             return Ok((event_loop, d));
         }
-        let weak = cached_attr(py, &WEAKREF, "weakref", "ref")?.call1((&event_loop,))?;
-        let d = Py::new(
-            py,
-            Delivery {
-                queue: Mutex::new(Queue {
-                    finished: Vec::new(),
-                    scheduled: false,
-                }),
-                event_loop: weak.unbind(),
-                pid: me,
+        let weak = cached_attr(py, &WEAKREF, "weakref", "ref")?
+            .call1((&event_loop,))?
+            .unbind();
+        let fd = evloop_runtime().reactor_fd();
+        let d = Py::new(py, Delivery::new(weak.clone_ref(py), fd))?;
+        let d = match fd {
+            // Watch the reactor from this loop. A loop that cannot (no `add_reader`) leaves it to
+            // the runtime's thread.
+            Some(fd) => match event_loop.call_method1(
+                pyo3::intern!(py, "add_reader"),
+                (fd, d.getattr(py, pyo3::intern!(py, "drive"))?),
+            ) {
+                Ok(_) => d,
+                Err(_) => Py::new(py, Delivery::new(weak, None))?,
             },
-        )?;
+            None => d,
+        };
         let old = DELIVERY.with_borrow_mut(|slot| slot.replace(d.clone_ref(py)));
         if let Some(old) = old
             && old.get().pid != me
@@ -114,16 +172,24 @@ impl Delivery {
         Ok((event_loop, d))
     }
 
-    /// Queues a finished call (on a runtime thread); schedules a drain if none is pending.
-    fn push(this: Py<Delivery>, done: Finished) {
+    /// Hands a finished call to its loop: directly when this thread is that loop's, driving
+    /// the runtime now (it completes the call right after); otherwise in a batch, scheduling a
+    /// drain if none is pending.
+    fn finish(this: Py<Delivery>, done: Finished) {
+        if std::ptr::eq(DRIVING.get(), this.get()) {
+            lock_ignoring_poison(&this.get().queue).finished.push(done);
+            return;
+        }
         let first = {
             let mut q = lock_ignoring_poison(&this.get().queue);
             q.finished.push(done);
             !std::mem::replace(&mut q.scheduled, true)
         };
         if first {
-            // Taking the GIL can wait for the loop thread; not on a worker.
-            handle().spawn_blocking(move || Delivery::schedule(this));
+            // Taking the GIL can wait for the loop thread; not on the runtime's thread.
+            evloop_runtime()
+                .handle()
+                .spawn_blocking(move || Delivery::schedule(this));
         }
     }
 
@@ -155,13 +221,31 @@ impl Delivery {
             }
         });
     }
-}
 
-#[pymethods]
-impl Delivery {
-    /// The drain: completes the futures of every queued call (skipping cancelled ones, whose
-    /// results are dropped).
-    fn __call__(&self, py: Python<'_>) {
+    /// Runs `start` and then the runtime on this (the loop's) thread until nothing is ready,
+    /// with the GIL released, and completes the calls of this loop that finished meanwhile.
+    fn drive_here<R: Send>(&self, py: Python<'_>, start: impl FnOnce() -> R + Send) -> R {
+        let r = py.detach(|| {
+            let _driving = Driving::enter(self);
+            evloop_runtime().drive_now(start)
+        });
+        self.deliver(py);
+        r
+    }
+
+    /// Stops the loop watching the reactor.
+    fn unwatch(&self, py: Python<'_>) -> PyResult<()> {
+        if let (Some(fd), Ok(event_loop)) = (self.watched, self.event_loop.bind(py).call0())
+            && !event_loop.is_none()
+        {
+            event_loop.call_method1(pyo3::intern!(py, "remove_reader"), (fd,))?;
+        }
+        Ok(())
+    }
+
+    /// Completes the futures of every queued call (skipping cancelled ones, whose results are
+    /// dropped).
+    fn deliver(&self, py: Python<'_>) {
         for (fut, make) in self.take() {
             let fut = fut.bind(py);
             let delivered = (|| {
@@ -181,10 +265,40 @@ impl Delivery {
     }
 }
 
+#[pymethods]
+impl Delivery {
+    /// The drain scheduled by a call that finished on another thread.
+    fn __call__(&self, py: Python<'_>) {
+        self.deliver(py);
+    }
+
+    /// The loop's reader callback: the runtime's reactor has events. Runs the runtime here until
+    /// nothing is ready and completes the calls that finished.
+    fn drive(&self, py: Python<'_>) -> PyResult<()> {
+        if self.pid != pid() {
+            // A forked child's copy of a parent's loop: the descriptor is the parent's reactor,
+            // which this process must not drive; stop watching it.
+            return self.unwatch(py);
+        }
+        if Handle::try_current().is_ok() {
+            // A loop running on a thread of some tokio runtime cannot drive another one here:
+            // stop watching (calls started here are completed through `call_soon_threadsafe`),
+            // the runtime's own thread drives it.
+            return self.unwatch(py);
+        }
+        // A panic must not unwind into the event loop; the tasks catch their own.
+        let drove = std::panic::catch_unwind(AssertUnwindSafe(|| self.drive_here(py, || ())));
+        if drove.is_err() {
+            self.deliver(py);
+        }
+        Ok(())
+    }
+}
+
 /// The done callback of a call's future: stops the call if the future was cancelled (dropping
 /// the core's future, which is cancel-safe). Called on completion too, where it does nothing.
 #[pyclass(frozen, module = "ironlock._native")]
-pub(crate) struct Canceller(tokio::task::AbortHandle);
+pub(crate) struct Canceller(AbortHandle);
 
 #[pymethods]
 impl Canceller {
@@ -193,8 +307,52 @@ impl Canceller {
     }
 }
 
-/// Turns `fut` into an asyncio future of the running loop. Cancelling it drops `fut` on the
-/// runtime (the core's futures are cancel-safe).
+type Queued = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The asyncio calls of this process (one per process, as its runtime: a forked child starts
+/// with none, never with its parent's).
+#[derive(Default)]
+pub(super) struct Calls {
+    /// Calls started while others were in flight, waiting for the next drive.
+    queued: Mutex<Vec<Queued>>,
+    /// Calls of [`awaitable`] not finished yet.
+    in_flight: AtomicUsize,
+}
+
+impl Calls {
+    /// Spawns the queued calls, in order (inside the runtime: they run in the current drive).
+    fn start_queued(&self) {
+        let queued = std::mem::take(&mut *lock_ignoring_poison(&self.queued));
+        for call in queued {
+            tokio::spawn(call);
+        }
+    }
+}
+
+/// Counts a call in flight from its start until its future is done or dropped.
+struct Counted(&'static AtomicUsize);
+
+impl Counted {
+    fn new(calls: &'static Calls) -> Counted {
+        calls.in_flight.fetch_add(1, Ordering::AcqRel);
+        Counted(&calls.in_flight)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Turns `fut` into an asyncio future of the running loop. Cancelling the asyncio future drops
+/// `fut` on the runtime (the core's futures are cancel-safe).
+///
+/// When the loop watches the runtime (see the module) and no other call is in flight, `fut`
+/// starts on this thread before this returns: its requests are written at once. With others in
+/// flight it is queued, and every call queued meanwhile starts in the runtime's next drive (by
+/// the loop, in its next turn): their commands to a node go out in one write instead of one
+/// each, which is what many tasks calling at once need.
 pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = ironlock::Result<T>> + Send + 'static,
@@ -203,19 +361,49 @@ where
     let (event_loop, delivery) = Delivery::current(py)?;
     let py_fut = event_loop.call_method0(pyo3::intern!(py, "create_future"))?;
     let target = py_fut.clone().unbind();
-    let task = handle().spawn(async move {
-        let out = Deferred(guarded(fut).await);
-        Delivery::push(
-            delivery,
-            (
-                target,
-                Box::new(move |py| out.into_pyobject(py).map(Bound::unbind)),
-            ),
-        );
-    });
-    py_fut.call_method1(
-        pyo3::intern!(py, "add_done_callback"),
-        (Canceller(task.abort_handle()),),
-    )?;
+    let watched = delivery.get().watched.is_some() && Handle::try_current().is_err();
+    let d = delivery.clone_ref(py);
+    let calls = asyncio_calls();
+    let counted = Counted::new(calls);
+    let (abort, registration) = AbortHandle::new_pair();
+    let call = Abortable::new(
+        async move {
+            let out = Deferred(guarded(fut).await);
+            Delivery::finish(
+                d,
+                (
+                    target,
+                    Box::new(move |py| out.into_pyobject(py).map(Bound::unbind)),
+                ),
+            );
+        },
+        registration,
+    );
+    let call = async move {
+        let _counted = counted;
+        let _ = call.await;
+    };
+    py_fut.call_method1(pyo3::intern!(py, "add_done_callback"), (Canceller(abort),))?;
+    let rt = evloop_runtime();
+    if !watched {
+        rt.handle().spawn(call);
+    } else if calls.in_flight.load(Ordering::Acquire) == 1 {
+        // Started here; a call that finished at once (bad input, a closed manager) is
+        // completed right away.
+        delivery.get().drive_here(py, || {
+            calls.start_queued();
+            rt.handle().spawn(call);
+        });
+    } else {
+        let first = {
+            let mut queued = lock_ignoring_poison(&calls.queued);
+            queued.push(Box::pin(call));
+            queued.len() == 1
+        };
+        if first {
+            // Wakes whoever drives next (this loop: the reactor turns readable).
+            rt.handle().spawn(async move { calls.start_queued() });
+        }
+    }
     Ok(py_fut)
 }

@@ -30,13 +30,19 @@ pub(crate) const SLICE: Duration = Duration::from_millis(50);
 
 /// The runtimes and the process that built them. Built once per process and leaked: a runtime
 /// inherited through fork has no threads in the child, so it must never be dropped or used there.
-/// Two of them: the blocking API's, which the calling thread drives while it waits
-/// ([`ironlock::driven`]; the managers of `LockManager` live there), and a multi-thread one for
-/// asyncio and background tasks (the managers of `AsyncLockManager`: many calls in flight are
-/// served by several threads).
+/// Three of them: the blocking API's, which the calling thread drives while it waits
+/// ([`ironlock::driven`]; the managers of `LockManager` live there); asyncio's, which each event
+/// loop that awaits a call drives from its own thread when the runtime's reactor turns readable
+/// (the managers of `AsyncLockManager` live there: a call's requests are written and its replies
+/// read on the loop's thread, with no hand-off to another thread and back); and a multi-thread
+/// one for background work that belongs to no manager (releasing a grant nobody received,
+/// watching for a lost lock).
 struct Owned {
     pid: u32,
     driven: DrivenRuntime,
+    evloop: DrivenRuntime,
+    /// The asyncio calls queued and in flight on `evloop`.
+    calls: asyncio::Calls,
     tasks: Runtime,
 }
 
@@ -117,6 +123,8 @@ fn owned() -> &'static Owned {
     }
     let driven = DrivenRuntime::new("ironlock-rt", 2)
         .unwrap_or_else(|e| panic!("ironlock: cannot start the tokio runtime: {e}"));
+    let evloop = DrivenRuntime::for_event_loop("ironlock-aio", 2)
+        .unwrap_or_else(|e| panic!("ironlock: cannot start the tokio runtime: {e}"));
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
     let tasks = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -129,6 +137,8 @@ fn owned() -> &'static Owned {
     let owned: &'static Owned = Box::leak(Box::new(Owned {
         pid: me,
         driven,
+        evloop,
+        calls: asyncio::Calls::default(),
         tasks,
     }));
     CURRENT.store(std::ptr::from_ref(owned).cast_mut(), Ordering::Release);
@@ -140,7 +150,17 @@ fn runtime() -> &'static DrivenRuntime {
     &owned().driven
 }
 
-/// The multi-thread runtime, for asyncio calls and background tasks.
+/// asyncio's runtime: event loops drive it (see `asyncio`).
+fn evloop_runtime() -> &'static DrivenRuntime {
+    &owned().evloop
+}
+
+/// The asyncio calls of this process.
+fn asyncio_calls() -> &'static asyncio::Calls {
+    &owned().calls
+}
+
+/// The multi-thread runtime, for background tasks.
 pub(crate) fn handle() -> Handle {
     owned().tasks.handle().clone()
 }
