@@ -46,6 +46,9 @@ CLIENTS = {
     "pottery": ("pottery Redlock (sync)", PYDRV + ["--client", "pottery-sync"]),
     "pottery-aio": ("pottery AIORedlock", PYDRV + ["--client", "pottery-aio"]),
     "aioredlock": ("aioredlock", PYDRV + ["--client", "aioredlock"]),
+    # redis-py's own Lock: one node only, so only the N = 1 workload.
+    "redis-py": ("redis-py Lock (sync, single node)", PYDRV + ["--client", "redis-py-sync"]),
+    "redis-py-async": ("redis-py Lock (asyncio, single node)", PYDRV + ["--client", "redis-py-async"]),
     "rslock": ("rslock", RUST + ["--client", "rslock"]),
     # Profiling rows (full runs, (a) N=5 and (b) only): the lower bound with ONE of ironlock's
     # choices added, to measure what each costs (see the findings below the tables).
@@ -53,6 +56,8 @@ CLIENTS = {
     "lower-release-all": ("(profile) lower bound + release waits for all N", RUST + ["--client", "lower-release-all"]),
 }
 PROFILE_ROWS = {"lower-lua-acquire": ("a5", "b"), "lower-release-all": ("a5", "b")}
+# Clients that take only some workloads: the profiling rows, and single-node peers.
+CLIENT_WORKLOADS = dict(PROFILE_ROWS, **{"redis-py": ("a1",), "redis-py-async": ("a1",)})
 
 # id -> (workload letter, N, cycles, concurrency, pinned, time limit s, repetitions)
 FULL = {
@@ -69,6 +74,7 @@ FULL = {
     "e": ("e", 5, 10000, 64, False, 30, 1),
 }
 SMOKE = {
+    "a1": ("a", 1, 20, 1, False, 10, 1),
     "a5p": ("a", 5, 20, 1, True, 10, 1),
     "b": ("b", 5, 100, 8, False, 10, 1),
     "c": ("c", 5, 20, 4, False, 10, 1),
@@ -103,7 +109,7 @@ LABELS = {("ds", "redis-semaphore"): "redis-semaphore 5.8.0 RedlockSemaphore"}
 
 def runs(client, wid):
     """Whether `client` takes part in workload `wid`."""
-    if client in PROFILE_ROWS and wid not in PROFILE_ROWS[client]:
+    if client in CLIENT_WORKLOADS and wid not in CLIENT_WORKLOADS[client]:
         return False
     return wid not in WORKLOAD_CLIENTS or client in WORKLOAD_CLIENTS[wid]
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ironlock's benchmark: ironlock (Rust, C, Python sync/asyncio, Node) side by side with the peers
 # (node-redlock, @sesamecare-oss/redlock, redis-semaphore, redlock-universal, pottery, aioredlock,
+# redis-py's own single-node Lock,
 # rslock) and a hand-written lower
 # bound, all on the same local redis nodes in one run.
 #
@@ -57,9 +58,9 @@ CARGO_TARGET_DIR="$RUST_TARGET" cargo build --quiet "${CARGO_PROFILE[@]}" --mani
 # --- Python: a separate venv with the peers and a release wheel of ironlock -------------------
 VENV="$PEERS/venv"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-if ! "$VENV/bin/python" -c "import importlib.metadata as m; assert m.version('pottery') == '3.0.1' and m.version('aioredlock') == '0.7.3' and m.version('maturin').startswith('1.16.')" 2>/dev/null; then
-    log "installing pottery, aioredlock and maturin into bench/.peers/venv"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "pottery==3.0.1" "aioredlock==0.7.3" "maturin==1.16.*"
+if ! "$VENV/bin/python" -c "import importlib.metadata as m; assert m.version('pottery') == '3.0.1' and m.version('aioredlock') == '0.7.3' and m.version('redis') == '8.1.0' and m.version('hiredis') == '3.5.0' and m.version('maturin').startswith('1.16.')" 2>/dev/null; then
+    log "installing pottery, aioredlock, redis-py with hiredis and maturin into bench/.peers/venv"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "pottery==3.0.1" "aioredlock==0.7.3" "redis==8.1.0" "hiredis==3.5.0" "maturin==1.16.*"
 fi
 log "building the ironlock wheel ($PROFILE)"
 rm -rf "$PEERS/wheels"

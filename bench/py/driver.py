@@ -4,7 +4,8 @@ python driver.py --client CLIENT --workload a|b|c|d|e --urls U1,U2,.. [--cycles 
                  [--concurrency C] [--prefix P] [--time-limit SECS]
 
 Clients: ironlock-sync, ironlock-async (the ironlock package), pottery-sync (pottery.Redlock),
-pottery-aio (pottery.AIORedlock), aioredlock (aioredlock.Aioredlock).
+pottery-aio (pottery.AIORedlock), aioredlock (aioredlock.Aioredlock), redis-py-sync and
+redis-py-async (redis-py's own single-node Lock: one URL only).
 Workloads (a)/(b): acquire+release cycles on distinct keys, C in flight. (c): C workers on one key,
 library retry off, the driver retries after a uniform 0-2 ms. (d): the same with the library's
 default retries (an exhausted acquire is called again). (e): hold N locks at once, peak RSS.
@@ -89,6 +90,32 @@ class PotterySync:
         lock.release()
 
 
+def single_url(urls, client):
+    if len(urls) != 1:
+        raise SystemExit("%s: redis-py's Lock takes one node, got %d URLs" % (client, len(urls)))
+    return urls[0]
+
+
+class RedisPySync:
+    """redis-py's ``Lock`` as its users run it: one ``Redis`` client (hiredis parser when
+    installed), ``r.lock(name, timeout=ttl)``, blocking ``acquire()`` by default."""
+
+    def __init__(self, urls, workload):
+        from redis import Redis
+
+        self.r = Redis.from_url(single_url(urls, "redis-py-sync"))
+        self.blocking = workload != "c"
+
+    def acquire(self, key, ttl):
+        lock = self.r.lock(key, timeout=ttl)
+        if not lock.acquire(blocking=self.blocking):
+            raise Refused()
+        return lock
+
+    def release(self, lock):
+        lock.release()
+
+
 # ---------------------------------------------------------------- clients (asyncio)
 
 
@@ -165,8 +192,35 @@ class AioRedlock:
         await self.m.unlock(lock)
 
 
-SYNC = {"ironlock-sync": IronlockSync, "pottery-sync": PotterySync}
-ASYNC = {"ironlock-async": IronlockAsync, "pottery-aio": PotteryAio, "aioredlock": AioRedlock}
+class RedisPyAsync:
+    """``redis.asyncio``'s ``Lock``, as ``RedisPySync``."""
+
+    def __init__(self, urls, workload):
+        self.url = single_url(urls, "redis-py-async")
+        self.blocking = workload != "c"
+
+    async def start(self):
+        from redis.asyncio import Redis
+
+        self.r = Redis.from_url(self.url)
+
+    async def acquire(self, key, ttl):
+        lock = self.r.lock(key, timeout=ttl)
+        if not await lock.acquire(blocking=self.blocking):
+            raise Refused()
+        return lock
+
+    async def release(self, lock):
+        await lock.release()
+
+
+SYNC = {"ironlock-sync": IronlockSync, "pottery-sync": PotterySync, "redis-py-sync": RedisPySync}
+ASYNC = {
+    "ironlock-async": IronlockAsync,
+    "pottery-aio": PotteryAio,
+    "aioredlock": AioRedlock,
+    "redis-py-async": RedisPyAsync,
+}
 
 
 # ---------------------------------------------------------------- workloads

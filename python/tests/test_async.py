@@ -188,3 +188,75 @@ def test_synchronize_async(cluster3: Cluster, name: str) -> None:
             def wrong() -> None: ...
 
     run(main())
+
+
+def test_calls_cancelled_while_queued_leave_no_key(cluster3: Cluster, name: str) -> None:
+    # Calls made while others are in flight wait for the loop's next drive of the runtime;
+    # cancelling one before then stops it there, and the rest run. The nodes hold every write
+    # for 200 ms, so the first call is still in flight when the others are made.
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, node_timeout=2.0, **FAST)
+        await (await m.acquire(f"{name}:warm", 5.0)).release()
+        for i in range(3):
+            assert cluster3.cmd(i, "CLIENT", "PAUSE", "200", "WRITE") == "OK"
+        calls = [m.acquire(f"{name}:{i}", 10.0) for i in range(32)]
+        assert not any(c.done() for c in calls)
+        for c in calls[1::2]:
+            assert c.cancel()
+        done = await asyncio.gather(*calls, return_exceptions=True)
+        kept = [lock for lock in done if isinstance(lock, ironlock.AsyncLock)]
+        assert len(kept) == 16 and all(isinstance(x, asyncio.CancelledError) for x in done[1::2])
+        # The cancelled ones never started a round: the warm-up's and the 16 kept ones only.
+        assert m.stats()["rounds"] == 17
+        assert all(await asyncio.gather(*(lock.release() for lock in kept)))
+
+    run(main())
+    assert wait_until(
+        lambda: sum(keys_left(cluster3, f"{name}:{i}") for i in range(32)) == 0, timeout=3.0
+    )
+
+
+class NoReaderLoop(asyncio.SelectorEventLoop):
+    """A loop that cannot watch descriptors for others (as some custom loops)."""
+
+    def add_reader(self, fd, callback, *args):  # type: ignore[no-untyped-def]
+        raise NotImplementedError("add_reader")
+
+
+def test_a_loop_that_cannot_watch_the_runtime_still_completes_every_call(
+    cluster3: Cluster, name: str
+) -> None:
+    # Then the runtime's own thread drives it and hands results over with
+    # call_soon_threadsafe: sequential and concurrent calls, cancellation included.
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        for i in range(50):
+            assert await (await m.acquire(f"{name}:s{i}", 5.0)).release() is True
+        locks = await asyncio.gather(*(m.acquire(f"{name}:c{i}", 5.0) for i in range(32)))
+        assert all(await asyncio.gather(*(lock.release() for lock in locks)))
+        async with m.using(name, ttl=0.4) as lock:
+            await asyncio.sleep(1.0)
+            assert lock.valid and lock.extensions >= 2
+
+    loop = NoReaderLoop()
+    try:
+        loop.run_until_complete(asyncio.wait_for(main(), 30))
+    finally:
+        loop.close()
+    assert keys_left(cluster3, name) == 0
+
+
+def test_a_blocked_event_loop_does_not_lose_an_auto_extended_lock(
+    cluster3: Cluster, name: str
+) -> None:
+    # The loop drives the runtime while it runs; blocked (CPU work, a blocking call) for three
+    # ttls, the runtime's own thread takes over and keeps extending.
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        async with m.using(name, ttl=0.3) as lock:
+            time.sleep(1.0)  # blocks the loop
+            assert lock.valid and not lock.lost.is_set()
+            assert lock.extensions >= 2
+        assert keys_left(cluster3, name) == 0
+
+    run(main())
