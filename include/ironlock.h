@@ -801,6 +801,20 @@ ironlock_status ironlock_acquire_opts_set_fencing(struct ironlock_acquire_opts *
 ironlock_status ironlock_acquire_opts_set_fair(struct ironlock_acquire_opts *opts, bool fair);
 
 /**
+ * Hold the lock at least `min_hold_ms` after the grant: a release before then leaves the lock
+ * taken (its keys set to expire when the hold is over) instead of freeing it, so that a job
+ * that finished early is not run again meanwhile by a machine whose schedule is a little
+ * behind. 0 (the default) releases at once. At most the lock's ttl (`ironlock_acquire_with`
+ * fails with IRONLOCK_INVALID_ARGUMENT naming `min_hold` otherwise); locks only, not
+ * semaphore permits. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `opts` is NULL or live.
+ */
+ironlock_status ironlock_acquire_opts_set_min_hold(struct ironlock_acquire_opts *opts,
+                                                   uint64_t min_hold_ms);
+
+/**
  * Number of nodes in this thread's last report: one per configured node after an operation
  * that reached Redis, 0 after a call rejected before any Redis traffic (or before any call).
  *

@@ -174,6 +174,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub slots: Option<u32>,
 
+    /// Keep the lock taken at least this many seconds after it was granted, even when the
+    /// command ends sooner (so that a job run from cron on several machines whose clocks or
+    /// schedules differ a little runs once per period, not once per machine). At most --ttl;
+    /// not with --slots
+    #[arg(long, value_name = "SECS")]
+    pub min_hold: Option<f64>,
+
     /// Seconds between SIGTERM and SIGKILL when the lock is lost
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub kill_grace: f64,

@@ -145,7 +145,7 @@ fn settings(global: &Global) -> Result<impl Fn(Vec<String>) -> Config + use<>, E
 /// The core's setting names in its messages, as the command line spells them ("max_ttl" →
 /// "--max-ttl"): every setting the command line has an option for, and `run`'s ttl (first, so
 /// that the `--ttl` it becomes is not respelled again, and `max_ttl` is one word).
-const FLAG_WORDS: [(&str, &str); 11] = [
+const FLAG_WORDS: [(&str, &str); 12] = [
     ("ttl", "--ttl"),
     ("tls_ca_cert", "--cacert"),
     ("tls_client_cert", "--cert"),
@@ -157,6 +157,7 @@ const FLAG_WORDS: [(&str, &str); 11] = [
     ("connect_timeout", "--connect-timeout"),
     ("key_prefix", "--key-prefix"),
     ("replica_acks", "--replica-acks"),
+    ("min_hold", "--min-hold"),
 ];
 
 /// Prints `err` (human text, or a JSON `error` event) and returns its exit code.

@@ -83,6 +83,13 @@ fn holder_label() -> String {
     format!("{host}:{}", std::process::id())
 }
 
+/// `--min-hold` as a duration (the core checks it against the ttl and `--slots`).
+fn min_hold(args: &RunArgs) -> Result<Option<Duration>, Error> {
+    args.min_hold
+        .map(|secs| ironlock::duration_from_secs_f64("--min-hold", secs))
+        .transpose()
+}
+
 pub async fn run(args: RunArgs, config: Config, out: &Output) -> u8 {
     let conflict = args.conflict_exit_code;
     let fail = |e: &Error| crate::fail(out, e, conflict);
@@ -93,9 +100,10 @@ pub async fn run(args: RunArgs, config: Config, out: &Output) -> u8 {
                 .map(|w| ironlock::duration_from_secs_f64("--wait", w))
                 .transpose()?,
             ironlock::duration_from_secs_f64("--kill-grace", args.kill_grace)?,
+            min_hold(&args)?,
         ))
     })();
-    let (ttl, wait, grace) = match durations {
+    let (ttl, wait, grace, min_hold) = match durations {
         Ok(d) => d,
         Err(e) => return fail(&e),
     };
@@ -113,7 +121,7 @@ pub async fn run(args: RunArgs, config: Config, out: &Output) -> u8 {
         Err(e) => return fail(&e),
     };
     let started = Instant::now();
-    let lock = match acquire(&manager, &args, ttl, wait, &mut signals, out).await {
+    let lock = match acquire(&manager, &args, (ttl, min_hold), wait, &mut signals, out).await {
         Ok(lock) => lock,
         Err(NotAcquired::Failed(e, waited)) => {
             let context = if args.nonblock || waited < Duration::from_millis(100) {
@@ -194,7 +202,7 @@ pub async fn run(args: RunArgs, config: Config, out: &Output) -> u8 {
 async fn acquire(
     manager: &LockManager,
     args: &RunArgs,
-    ttl: Duration,
+    (ttl, min_hold): (Duration, Option<Duration>),
     wait: Option<Duration>,
     signals: &mut Signals,
     out: &Output,
@@ -233,6 +241,7 @@ async fn acquire(
         if !args.no_holder {
             options.holder = Some(holder_label());
         }
+        options.min_hold = min_hold;
         // Boxed so that it can be dropped (cancelled) before the pause below.
         let mut attempt = match &semaphore {
             Some(sem) => Box::pin(sem.acquire_with(ttl, options))

@@ -493,3 +493,50 @@ fn a_killed_supervisor_takes_its_command_with_it() {
     }
     assert_none_left(&marker);
 }
+
+#[test]
+fn min_hold_keeps_the_lock_after_a_short_command() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let key = unique("min-hold");
+    let started = Instant::now();
+    let out = finish(
+        spawn(ironlock(&urls).args(["run", "--ttl", "5", "--min-hold", "1.5", &key, "true"])),
+        LIMIT,
+    );
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    // The command is done, the lock is not free yet: a second run is refused (-n, exit 1).
+    let again = finish(
+        spawn(ironlock(&urls).args(["run", "-n", &key, "true"])),
+        LIMIT,
+    );
+    assert_eq!(code(&again), 1, "stderr: {}", stderr(&again));
+    assert!(
+        started.elapsed() < Duration::from_millis(1400),
+        "too slow to tell"
+    );
+    // Once the hold is over it runs.
+    let waited = finish(
+        spawn(ironlock(&urls).args(["run", "--wait", "5", &key, "true"])),
+        LIMIT,
+    );
+    assert_eq!(code(&waited), 0, "stderr: {}", stderr(&waited));
+    assert!(started.elapsed() >= Duration::from_millis(1450));
+    for (flags, needle) in [
+        (
+            vec!["--ttl", "1", "--min-hold", "2"],
+            "--min-hold: must not exceed the --ttl",
+        ),
+        (
+            vec!["--slots", "2", "--min-hold", "1"],
+            "--min-hold: applies to locks",
+        ),
+        (vec!["--min-hold", "nan"], "--min-hold"),
+    ] {
+        let mut cmd = ironlock(&urls);
+        cmd.arg("run").args(&flags).args([key.as_str(), "true"]);
+        let bad = finish(spawn(&mut cmd), LIMIT);
+        assert_eq!(code(&bad), 64, "{flags:?}: {}", stderr(&bad));
+        assert!(stderr(&bad).contains(needle), "{flags:?}: {}", stderr(&bad));
+    }
+}

@@ -33,6 +33,11 @@ pub struct AcquireOptions {
     /// random part (`<40 hex>.<holder>`), so that inspecting the key shows it
     /// ([`holder_of`](crate::holder_of)). 1 to 128 printable ASCII characters, no space.
     pub holder: Option<String>,
+    /// Hold the lock at least this long after the grant: a release before then leaves the keys
+    /// to expire when it has passed (a job that finished early is not run again meanwhile by a
+    /// machine whose schedule is a little behind). At most the ttl; `None` or zero releases at
+    /// once. Locks only (not semaphore permits).
+    pub min_hold: Option<Duration>,
 }
 
 impl AcquireOptions {
@@ -72,6 +77,37 @@ impl AcquireOptions {
         self.holder = Some(holder.into());
         self
     }
+
+    /// Hold the lock at least `hold` after the grant (see [`AcquireOptions::min_hold`]).
+    #[must_use]
+    pub fn min_hold(mut self, hold: Duration) -> Self {
+        self.min_hold = Some(hold);
+        self
+    }
+}
+
+/// `min_hold` checked against the ttl and the kind: `None` when there is none (or zero).
+fn checked_min_hold(
+    kind: Kind,
+    ttl: Duration,
+    min_hold: Option<Duration>,
+) -> Result<Option<Duration>> {
+    let Some(hold) = min_hold.filter(|h| !h.is_zero()) else {
+        return Ok(None);
+    };
+    if matches!(kind, Kind::Permit { .. }) {
+        return Err(Error::invalid(
+            "min_hold: applies to locks, not to semaphore permits",
+        ));
+    }
+    if hold > ttl {
+        return Err(Error::invalid(format!(
+            "min_hold: must not exceed the ttl ({} ms), got {} ms",
+            ttl.as_millis(),
+            hold.as_millis()
+        )));
+    }
+    Ok(Some(hold))
 }
 
 /// Acquires `resources` (all of them, or none, on each node) for `ttl`, retrying per `options`
@@ -117,6 +153,7 @@ async fn acquire_kind<S: AsRef<str>>(
 ) -> Result<Lock> {
     validate_resources(resources)?;
     cluster.config.check_ttl("ttl", ttl)?;
+    let min_hold = checked_min_hold(kind, ttl, options.min_hold)?;
     cluster.check_open()?;
     let resources: Arc<[String]> = resources.iter().map(|r| r.as_ref().to_owned()).collect();
     let keys: Arc<[String]> = resources
@@ -130,19 +167,22 @@ async fn acquire_kind<S: AsRef<str>>(
         .fair
         .unwrap_or(cluster.config.fair)
         .then(|| Fair::new(&keys, cluster.config.effective_queue_timeout()));
-    let request = Arc::new(AcquireRequest::new(
-        keys.clone(),
-        kind,
-        kind.quorum(cluster.nodes.len()),
-        match &options.holder {
-            Some(h) => token::token_with_holder(h)?,
-            None => token::new_token()?,
-        }
-        .into(),
-        ttl,
-        options.fencing,
-        fair,
-    ));
+    let request = Arc::new(AcquireRequest {
+        min_hold,
+        ..AcquireRequest::new(
+            keys.clone(),
+            kind,
+            kind.quorum(cluster.nodes.len()),
+            match &options.holder {
+                Some(h) => token::token_with_holder(h)?,
+                None => token::new_token()?,
+            }
+            .into(),
+            ttl,
+            options.fencing,
+            fair,
+        )
+    });
     let started = Instant::now();
     // A wait too long to represent is no deadline at all.
     let deadline = options.wait.and_then(|w| started.checked_add(w));
@@ -487,6 +527,7 @@ async fn acquire_round(
                     report,
                     seated,
                 }),
+                hold_until: req.min_hold.map(|h| decided_at + h),
                 lost: AtomicBool::new(false),
                 lost_tx,
             }),
@@ -728,6 +769,8 @@ struct AcquireRequest {
     set_nx_get: Option<redis::Cmd>,
     /// A fair acquire's place in line.
     fair: Option<Fair>,
+    /// The lock's minimum hold (checked: at most the ttl, a lock).
+    min_hold: Option<Duration>,
 }
 
 impl AcquireRequest {
@@ -761,6 +804,7 @@ impl AcquireRequest {
             script: OnceLock::new(),
             set_nx_get,
             fair,
+            min_hold: None,
         }
     }
 

@@ -103,6 +103,9 @@ pub(crate) struct LockInner {
     pub(crate) state: Mutex<LockState>,
     pub(crate) lost: AtomicBool,
     pub(crate) lost_tx: watch::Sender<bool>,
+    /// With a minimum hold: the moment before which a release leaves the keys in place (to
+    /// expire then) instead of deleting them.
+    pub(crate) hold_until: Option<Instant>,
 }
 
 /// A lock granted by a quorum. Cheap to clone; clones share state (an extension through one is
@@ -368,7 +371,13 @@ pub(crate) async fn release_round(
     announce: bool,
     tally: Tally,
 ) -> Round {
-    let cmd = Arc::new(kind.release_cmd(keys, token, announce));
+    run_release(nodes, q, kind.release_cmd(keys, token, announce), tally).await
+}
+
+/// Sends a release-like `cmd` (its reply: how many keys still held the token) to every node;
+/// a node that found some votes "yes".
+async fn run_release(nodes: &[Arc<Node>], q: usize, cmd: redis::Cmd, tally: Tally) -> Round {
+    let cmd = Arc::new(cmd);
     quorum::run(nodes, tally, q, Instant::now(), |node| {
         let cmd = cmd.clone();
         async move {
@@ -393,6 +402,13 @@ pub(crate) fn released(q: usize, round: Round) -> Released {
 
 async fn release(lock: &Lock) -> Released {
     let inner = &lock.inner;
+    if let Some(left) = inner
+        .hold_until
+        .and_then(|until| until.checked_duration_since(Instant::now()))
+        .filter(|left| !left.is_zero())
+    {
+        return release_held(lock, left).await;
+    }
     let mut round = std::pin::pin!(release_on(
         &inner.cluster.nodes,
         inner.kind,
@@ -422,13 +438,32 @@ async fn release(lock: &Lock) -> Released {
         // Its round goes out before whatever the caller does next (often: queue up again).
         tokio::task::yield_now().await;
     }
+    mark_released(lock, &result);
+    result
+}
+
+/// Records a release's outcome on the lock and wakes whoever watches it.
+fn mark_released(lock: &Lock, result: &Released) {
     let mut st = lock.state();
     st.released = true;
     st.report = result.report.clone();
     drop(st);
-    inner
+    lock.inner
         .lost_tx
-        .send_replace(inner.lost.load(Ordering::Acquire));
+        .send_replace(lock.inner.lost.load(Ordering::Acquire));
+}
+
+/// The release of a lock whose minimum hold is not over (`left` to go): its keys stay, set to
+/// expire when it is; nobody is woken (the lock is not free yet). The lock counts as released.
+async fn release_held(lock: &Lock, left: Duration) -> Released {
+    let inner = &lock.inner;
+    // Whole milliseconds, rounded up: the keys never go before the hold is over.
+    let ms = left.as_micros().div_ceil(1000).to_string();
+    let cmd = scripts::evalsha(&scripts::RELEASE_HELD, &inner.keys, &[&inner.token, &ms]);
+    let round = run_release(&inner.cluster.nodes, inner.quorum, cmd, Tally::Release).await;
+    inner.cluster.stats.note(Event::Released);
+    let result = released(inner.quorum, round);
+    mark_released(lock, &result);
     result
 }
 

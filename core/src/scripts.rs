@@ -50,9 +50,10 @@ macro_rules! concat_lua {
 /// Every script, loaded with `SCRIPT LOAD` on each (re)connection so that each request is a
 /// single `EVALSHA`: one command per request keeps requests on a connection strictly ordered
 /// (a rollback can never overtake the acquire it undoes).
-pub(crate) const ALL_SOURCES: [&str; 11] = [
+pub(crate) const ALL_SOURCES: [&str; 12] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
+    RELEASE_HELD_SOURCE,
     EXTEND_SOURCE,
     FENCE_SOURCE,
     SEM_ACQUIRE_SOURCE,
@@ -181,6 +182,27 @@ end
 return deleted
 "#;
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
+
+/// The release of a lock acquired with a minimum hold that has not passed yet: every key that
+/// still holds our token is left to expire ARGV\[2\] ms from now (never later than it would
+/// have expired anyway), so that nobody takes the lock before the minimum hold is over. Nobody
+/// is told of a release on the key's channel: the key is still there.
+/// ARGV: token, ms. Returns how many keys it set to expire.
+pub const RELEASE_HELD_SOURCE: &str = r#"
+local kept = 0
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then
+    local left = redis.call('PTTL', KEYS[i])
+    if left < 0 or left > tonumber(ARGV[2]) then
+      redis.call('PEXPIRE', KEYS[i], ARGV[2])
+    end
+    kept = kept + 1
+  end
+end
+return kept
+"#;
+pub(crate) static RELEASE_HELD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(RELEASE_HELD_SOURCE));
 
 /// Sets a new expiry on every key iff every key still holds our token. With ARGV\[3\] == "1" (sent
 /// only to a node that restarted since it last held the keys: re-seating) a node on

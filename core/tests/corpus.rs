@@ -138,6 +138,7 @@ async fn run(sc: Value, mut cluster: common::Cluster, user: Option<&'static str>
                     fencing: o.get("fencing").and_then(Value::as_bool).unwrap_or(false),
                     fair: o.get("fair").and_then(Value::as_bool),
                     holder: None,
+                    min_hold: o.get("min_hold_ms").map(ms),
                 };
                 let ttl = ms(&step["ttl_ms"]);
                 // `limit`: a permit of the semaphore resources[0] (SPEC §11).

@@ -666,3 +666,74 @@ async fn an_extension_confirmed_after_the_deadline_loses_the_lock() {
         .unwrap();
     assert_eq!(left, None, "the renewed key was left behind");
 }
+
+#[tokio::test]
+async fn min_hold_keeps_the_lock_taken_until_it_is_over() {
+    let c = cluster(3);
+    let m = manager(&c).await;
+    let r = unique("min-hold");
+    let once = AcquireOptions::try_once();
+    let lock = m
+        .acquire_with(&[&r], 5 * SEC, once.clone().min_hold(ms(800)))
+        .await
+        .unwrap();
+    let granted = Instant::now();
+    let rel = lock.release().await;
+    assert!(rel.held, "{}", rel.report);
+    assert!(!lock.is_valid());
+    m.flush().await;
+    // Released, yet nobody gets the lock before the hold is over: the keys stay, set to expire
+    // when it is (not at the lock's 5 s ttl).
+    let early = m.acquire_with(&[&r], 5 * SEC, once.clone()).await;
+    assert_eq!(early.unwrap_err().kind(), ErrorKind::Contended);
+    for url in c.urls() {
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(&r)
+            .query_async(&mut redis_conn(&url).await)
+            .await
+            .unwrap();
+        assert!(pttl > 0 && pttl <= 800, "pttl {pttl} on {url}");
+    }
+    let mut next = None;
+    while granted.elapsed() < 3 * SEC {
+        match m.acquire_with(&[&r], 5 * SEC, once.clone()).await {
+            Ok(lock) => {
+                next = Some(granted.elapsed());
+                lock.release().await;
+                break;
+            }
+            Err(e) => assert_eq!(e.kind(), ErrorKind::Contended),
+        }
+        tokio::time::sleep(ms(20)).await;
+    }
+    let next = next.expect("the lock is free once the hold is over");
+    assert!(next >= ms(800) - ms(50), "taken again after {next:?}");
+    // A release after the hold is over deletes at once.
+    let lock = m
+        .acquire_with(&[&r], 5 * SEC, once.clone().min_hold(ms(100)))
+        .await
+        .unwrap();
+    tokio::time::sleep(ms(150)).await;
+    assert!(lock.release().await.held);
+    assert!(m.acquire_with(&[&r], SEC, once.clone()).await.is_ok());
+}
+
+#[tokio::test]
+async fn min_hold_is_checked() {
+    let c = cluster(1);
+    let m = manager(&c).await;
+    let r = unique("min-hold-bad");
+    let e = m
+        .acquire_with(&[&r], SEC, AcquireOptions::try_once().min_hold(ms(1500)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("min_hold"), "{e}");
+    let e = m
+        .semaphore(&r, 2)
+        .acquire_with(SEC, AcquireOptions::try_once().min_hold(ms(100)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("min_hold"), "{e}");
+}

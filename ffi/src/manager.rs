@@ -77,6 +77,7 @@ impl ironlock_acquire_options {
             fencing: self.fencing,
             fair: None,
             holder: None,
+            min_hold: None,
         })
     }
 }

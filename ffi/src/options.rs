@@ -120,3 +120,25 @@ pub unsafe extern "C" fn ironlock_acquire_opts_set_fair(
     // SAFETY: forwarded caller contract.
     unsafe { edit(opts, |o| o.fair = Some(fair)) }
 }
+
+/// Hold the lock at least `min_hold_ms` after the grant: a release before then leaves the lock
+/// taken (its keys set to expire when the hold is over) instead of freeing it, so that a job
+/// that finished early is not run again meanwhile by a machine whose schedule is a little
+/// behind. 0 (the default) releases at once. At most the lock's ttl (`ironlock_acquire_with`
+/// fails with IRONLOCK_INVALID_ARGUMENT naming `min_hold` otherwise); locks only, not
+/// semaphore permits. Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `opts` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_acquire_opts_set_min_hold(
+    opts: *mut ironlock_acquire_opts,
+    min_hold_ms: u64,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        edit(opts, |o| {
+            o.min_hold = Some(Duration::from_millis(min_hold_ms))
+        })
+    }
+}

@@ -164,11 +164,12 @@ function settings(v, name = 'settings') {
   return out
 }
 
-const ACQUIRE = { wait: number, fencing: boolean, retryCount: count, fair: boolean }
+const ACQUIRE = { wait: number, fencing: boolean, retryCount: count, fair: boolean, minHold: number }
 
 /**
  * Options of one acquire, type-checked; `signal` is split off. `more` adds the names a caller
- * accepts beyond `wait`, `fencing`, `retryCount`, `fair` and `signal` (Redlock's per-call settings).
+ * accepts beyond `wait`, `fencing`, `retryCount`, `fair`, `minHold` and `signal` (Redlock's per-call
+ * settings).
  */
 function acquireOptions(v, more = {}) {
   const out = {}
@@ -185,7 +186,7 @@ function acquireOptions(v, more = {}) {
     const name = ALIASES[key] ?? key
     const check = ACQUIRE[key] ?? more[name]
     if (!check) {
-      const names = ['wait', 'fencing', 'fair', 'signal', 'retryCount', ...Object.keys(more)]
+      const names = ['wait', 'fencing', 'fair', 'minHold', 'signal', 'retryCount', ...Object.keys(more)]
       throw invalid(
         `options.${cut(key)}: unknown acquire option${hint(key, names)} (per-call options are ${names.join(', ')}; set others on the manager)`,
       )

@@ -287,6 +287,12 @@ export interface AcquireOptions {
   fencing?: boolean
   /** Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting. */
   fair?: boolean
+  /**
+   * Hold the lock at least this many milliseconds after the grant: a release before then
+   * leaves it taken until then (a job that finished early is not run again meanwhile by a
+   * machine whose schedule is a little behind). At most the duration; locks only.
+   */
+  minHold?: number
   /** Cancels a waiting acquire; the promise then rejects with `signal.reason`. */
   signal?: AbortSignalLike
 }

@@ -40,6 +40,9 @@ pub struct AcquireOptions {
     pub retry_count: Option<f64>,
     /// Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting.
     pub fair: Option<bool>,
+    /// Hold the lock at least this many ms after the grant: a release before then leaves it
+    /// taken until then. At most the duration; locks only.
+    pub min_hold: Option<f64>,
 }
 
 /// A number as a message quotes it: as JavaScript would print it (`1e+300`, not 301 digits),
@@ -191,6 +194,10 @@ impl AcquireOptions {
             fencing: self.fencing.unwrap_or(false),
             fair: self.fair,
             holder: None,
+            min_hold: self
+                .min_hold
+                .map(|v| millis("options.minHold", v))
+                .transpose()?,
         })
     }
 }

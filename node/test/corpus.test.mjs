@@ -64,7 +64,13 @@ const FIELDS = {
   resume: ['node'],
   sleep: ['ms'],
 }
-const OPTIONS = { retry_count: 'retryCount', wait_ms: 'wait', fencing: 'fencing', fair: 'fair' }
+const OPTIONS = {
+  retry_count: 'retryCount',
+  wait_ms: 'wait',
+  fencing: 'fencing',
+  fair: 'fair',
+  min_hold_ms: 'minHold'
+}
 
 function checkVotes(step, report, ctx) {
   if (!step.expect_votes) return

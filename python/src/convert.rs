@@ -721,8 +721,9 @@ fn master_name(
     }
 }
 
-/// `acquire`'s keyword arguments: wait, fencing, retry_count, fair.
+/// `acquire`'s keyword arguments: wait, fencing, retry_count, fair, min_hold.
 pub(crate) type How<'a, 'py> = (
+    Option<&'a Bound<'py, PyAny>>,
     Option<&'a Bound<'py, PyAny>>,
     Option<&'a Bound<'py, PyAny>>,
     Option<&'a Bound<'py, PyAny>>,
@@ -731,7 +732,7 @@ pub(crate) type How<'a, 'py> = (
 
 /// `acquire`'s keyword arguments → core options.
 pub(crate) fn acquire_options(how: How<'_, '_>) -> PyResult<AcquireOptions> {
-    let (wait, fencing, retry_count, fair) = how;
+    let (wait, fencing, retry_count, fair, min_hold) = how;
     Ok(AcquireOptions {
         wait: opt_duration("wait", wait)?,
         retry_count: match retry_count {
@@ -747,5 +748,6 @@ pub(crate) fn acquire_options(how: How<'_, '_>) -> PyResult<AcquireOptions> {
             _ => None,
         },
         holder: None,
+        min_hold: opt_duration("min_hold", min_hold)?,
     })
 }

@@ -304,7 +304,7 @@ impl LockManager {
     }
 
     /// Acquires `resources` (a name or a list of names) for `ttl` seconds; raises on failure.
-    #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None, fair = None))]
+    #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None, fair = None, min_hold = None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire(
         slf: PyRef<'_, Self>,
@@ -315,8 +315,10 @@ impl LockManager {
         fencing: Option<&Bound<'_, PyAny>>,
         retry_count: Option<&Bound<'_, PyAny>>,
         fair: Option<&Bound<'_, PyAny>>,
+        min_hold: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        let call = AcquireCall::parse(resources, ttl, (wait, fencing, retry_count, fair))?;
+        let call =
+            AcquireCall::parse(resources, ttl, (wait, fencing, retry_count, fair, min_hold))?;
         let core = slf.as_super().core.clone();
         runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
     }
@@ -337,8 +339,12 @@ impl LockManager {
         retry_count: Option<&Bound<'_, PyAny>>,
         fair: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        let call =
-            AcquireCall::parse_permit(resource, limit, ttl, (wait, fencing, retry_count, fair))?;
+        let call = AcquireCall::parse_permit(
+            resource,
+            limit,
+            ttl,
+            (wait, fencing, retry_count, fair, None),
+        )?;
         let core = slf.as_super().core.clone();
         runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
     }
@@ -391,7 +397,7 @@ impl AsyncLockManager {
 
     /// Acquires `resources` (a name or a list of names) for `ttl` seconds; raises on failure.
     /// Cancelling the awaiting task leaves no key behind.
-    #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None, fair = None))]
+    #[pyo3(signature = (resources, ttl, *, wait = None, fencing = None, retry_count = None, fair = None, min_hold = None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire<'py>(
         slf: PyRef<'py, Self>,
@@ -402,8 +408,10 @@ impl AsyncLockManager {
         fencing: Option<&Bound<'py, PyAny>>,
         retry_count: Option<&Bound<'py, PyAny>>,
         fair: Option<&Bound<'py, PyAny>>,
+        min_hold: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let call = AcquireCall::parse(resources, ttl, (wait, fencing, retry_count, fair))?;
+        let call =
+            AcquireCall::parse(resources, ttl, (wait, fencing, retry_count, fair, min_hold))?;
         let core = slf.as_super().core.clone();
         runtime::awaitable(py, call.run(core, Flavor::Async))
     }
@@ -423,8 +431,12 @@ impl AsyncLockManager {
         retry_count: Option<&Bound<'py, PyAny>>,
         fair: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let call =
-            AcquireCall::parse_permit(resource, limit, ttl, (wait, fencing, retry_count, fair))?;
+        let call = AcquireCall::parse_permit(
+            resource,
+            limit,
+            ttl,
+            (wait, fencing, retry_count, fair, None),
+        )?;
         let core = slf.as_super().core.clone();
         runtime::awaitable(py, call.run(core, Flavor::Async))
     }

@@ -114,6 +114,8 @@ def run(sc: Dict[str, Any], cluster: Cluster) -> None:
         ctx = f"{sc['name']} step {i} ({op})"
         if op == "acquire":
             opts = step.get("options", {})
+            unknown = set(opts) - {"fencing", "wait_ms", "retry_count", "fair", "min_hold_ms"}
+            assert not unknown, f"{ctx}: unknown options {sorted(unknown)}"
             kwargs: Dict[str, Any] = {"fencing": opts.get("fencing", False)}
             if "wait_ms" in opts:
                 kwargs["wait"] = opts["wait_ms"] / 1000.0
@@ -121,6 +123,8 @@ def run(sc: Dict[str, Any], cluster: Cluster) -> None:
                 kwargs["retry_count"] = opts["retry_count"]
             if "fair" in opts:
                 kwargs["fair"] = opts["fair"]
+            if "min_hold_ms" in opts:
+                kwargs["min_hold"] = opts["min_hold_ms"] / 1000.0
             try:
                 if "limit" in step:  # a permit of the semaphore resources[0] (SPEC §11)
                     lock = manager.acquire_permit(

@@ -298,3 +298,23 @@ def test_async_stats_are_zero_before_the_first_connection(cluster3: Cluster, nam
         m.close()
 
     asyncio.run(main())
+
+
+def test_min_hold_keeps_the_lock_taken_until_it_is_over(cluster3: Cluster, name: str) -> None:
+    m = ironlock.LockManager(cluster3.urls, **FAST)
+    lock = m.acquire(name, 5.0, min_hold=0.6)
+    granted = time.monotonic()
+    assert lock.release() is True
+    with pytest.raises(ironlock.LockContendedError):
+        m.acquire(name, 5.0, retry_count=0)
+    assert 0 < int(cluster3.cmd(0, "PTTL", name)) <= 600
+    # `with manager.lock(..., min_hold=)`: the same through the lock object, once free again.
+    with m.lock(name, 5.0, wait=3.0, min_hold=0.3):
+        assert time.monotonic() - granted >= 0.55
+    with pytest.raises(ironlock.LockContendedError):
+        m.acquire(name, 5.0, retry_count=0)
+    with pytest.raises(ironlock.InvalidArgumentError, match="min_hold"):
+        m.acquire(name + ":bad", 1.0, min_hold=2.0)
+    with pytest.raises(ironlock.InvalidArgumentError, match="min_hold"):
+        m.acquire(name + ":bad", 1.0, min_hold=-1)
+    m.close()

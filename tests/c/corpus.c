@@ -208,6 +208,8 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
     /* fair: -1 = not given (the manager's setting), else 0 / 1; only the extensible options
        (ironlock_acquire_opts) carry it. */
     int fair = -1;
+    /* min_hold_ms: 0 = not given; only the extensible options carry it. */
+    uint64_t min_hold = 0;
     const json *o = json_get(step, "options");
     if (o) {
         for (size_t i = 0; i < o->count; i++) {
@@ -223,6 +225,8 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
                 opts.fencing = b;
             } else if (strcmp(k, "fair") == 0 && want_bool(cx, o->items[i], k, &b)) {
                 fair = b;
+            } else if (strcmp(k, "min_hold_ms") == 0 && want_u64(cx, o->items[i], k, &n)) {
+                min_hold = n;
             } else {
                 failf(cx, "bad option %s", k);
             }
@@ -232,14 +236,15 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
     ironlock_lock *lock = NULL;
     ironlock_status s;
     const json *limit = json_get(step, "limit");
-    if (limit || fair >= 0) {
-        /* A permit of the semaphore resources[0] (SPEC §11), or a fair acquire (SPEC §10):
-           through the extensible options. */
+    if (limit || fair >= 0 || min_hold) {
+        /* A permit of the semaphore resources[0], a fair acquire or a minimum hold: through the
+           extensible options. */
         ironlock_acquire_opts *po = ironlock_acquire_opts_new();
         if (opts.wait_ms) ironlock_acquire_opts_set_wait_ms(po, opts.wait_ms);
         if (opts.has_retry_count) ironlock_acquire_opts_set_retry_count(po, opts.retry_count);
         ironlock_acquire_opts_set_fencing(po, opts.fencing);
         if (fair >= 0) ironlock_acquire_opts_set_fair(po, fair);
+        if (min_hold) ironlock_acquire_opts_set_min_hold(po, min_hold);
         uint64_t k = 0;
         if (!limit) {
             s = ironlock_acquire_with(m, names, res->count, ttl, po, &lock);

@@ -82,6 +82,7 @@ def synchronize(
     wait: Optional[Seconds] = None,
     fencing: bool = False,
     fair: Optional[bool] = None,
+    min_hold: Optional[Seconds] = None,
 ) -> Callable[[F], F]:
     """Decorator: run the function while holding the lock, extended in the background
     (``manager.using``). Each call waits until the lock is acquired (up to ``wait`` seconds when
@@ -96,7 +97,9 @@ def synchronize(
 
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                async with amanager.using(resources, ttl, wait=wait, fencing=fencing, fair=fair):
+                async with amanager.using(
+                    resources, ttl, wait=wait, fencing=fencing, fair=fair, min_hold=min_hold
+                ):
                     return await fn(*args, **kwargs)
 
             return run_async  # type: ignore[return-value]
@@ -106,7 +109,9 @@ def synchronize(
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
-            with smanager.using(resources, ttl, wait=wait, fencing=fencing, fair=fair):
+            with smanager.using(
+                resources, ttl, wait=wait, fencing=fencing, fair=fair, min_hold=min_hold
+            ):
                 return fn(*args, **kwargs)
 
         return run  # type: ignore[return-value]

@@ -19,7 +19,8 @@ class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
 
     async def _take(self, **how: Any) -> _native.AsyncLock:
         lock = await self._manager.acquire(
-            self._resources, self._ttl, fencing=self._fencing, fair=self._fair, **how
+            self._resources, self._ttl, fencing=self._fencing, fair=self._fair,
+            min_hold=self._min_hold, **how
         )
         self._keeper = lock.keep_alive() if self._auto_extend else None
         self._lock = lock
@@ -143,19 +144,22 @@ class AsyncLockManager(_native.AsyncLockManager):
 
     def lock(
         self, resources: Resources, ttl: Seconds, *, wait: Optional[Seconds] = None,
-        fencing: bool = False, fair: Optional[bool] = None,
+        fencing: bool = False, fair: Optional[bool] = None, min_hold: Optional[Seconds] = None,
     ) -> AsyncDistributedLock:
         """Use as ``async with manager.lock("name", ttl=10) as lock:``; waits until acquired
-        (or up to ``wait=`` seconds), as ``LockManager.lock``."""
-        return AsyncDistributedLock(self, resources, ttl, wait=wait, fencing=fencing, fair=fair)
+        (or up to ``wait=`` seconds), as ``LockManager.lock`` (``min_hold=`` too)."""
+        return AsyncDistributedLock(
+            self, resources, ttl, wait=wait, fencing=fencing, fair=fair, min_hold=min_hold
+        )
 
     def using(
         self, resources: Resources, ttl: Seconds, *, wait: Optional[Seconds] = None,
-        fencing: bool = False, fair: Optional[bool] = None,
+        fencing: bool = False, fair: Optional[bool] = None, min_hold: Optional[Seconds] = None,
     ) -> AsyncDistributedLock:
         """Like ``lock()``, with background auto-extension while held."""
         return AsyncDistributedLock(
-            self, resources, ttl, wait=wait, fencing=fencing, fair=fair, auto_extend=True
+            self, resources, ttl, wait=wait, fencing=fencing, fair=fair, min_hold=min_hold,
+            auto_extend=True,
         )
 
     def semaphore(

@@ -125,6 +125,7 @@ class LockManager(ManagerBase):
         fencing: Optional[bool] = None,
         retry_count: Optional[int] = None,
         fair: Optional[bool] = None,
+        min_hold: Optional[_Seconds] = None,
     ) -> Lock: ...
     def acquire_permit(
         self,
@@ -179,6 +180,7 @@ class AsyncLockManager(ManagerBase):
         fencing: Optional[bool] = None,
         retry_count: Optional[int] = None,
         fair: Optional[bool] = None,
+        min_hold: Optional[_Seconds] = None,
     ) -> Awaitable[AsyncLock]: ...
     def acquire_permit(
         self,

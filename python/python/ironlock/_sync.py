@@ -68,6 +68,7 @@ class _LockSpec(Generic[M, L]):
         wait: Optional[Seconds] = None,
         fencing: bool = False,
         fair: Optional[bool] = None,
+        min_hold: Optional[Seconds] = None,
         auto_extend: bool = False,
     ) -> None:
         self._manager = manager
@@ -76,6 +77,7 @@ class _LockSpec(Generic[M, L]):
         self._wait = wait
         self._fencing = fencing
         self._fair = fair
+        self._min_hold = min_hold
         self._auto_extend = auto_extend
         self._lock: Optional[L] = None
         self._keeper: Optional[_native.KeepAlive] = None
@@ -129,7 +131,8 @@ class DistributedLock(_LockSpec["LockManager", _native.Lock]):
 
     def _take(self, **how: Any) -> _native.Lock:
         lock = self._manager.acquire(
-            self._resources, self._ttl, fencing=self._fencing, fair=self._fair, **how
+            self._resources, self._ttl, fencing=self._fencing, fair=self._fair,
+            min_hold=self._min_hold, **how
         )
         keeper = lock.keep_alive() if self._auto_extend else None
         with self._guard:
@@ -275,25 +278,31 @@ class LockManager(_native.LockManager):
 
     def lock(
         self, resources: Resources, ttl: Seconds, *, wait: Optional[Seconds] = None,
-        fencing: bool = False, fair: Optional[bool] = None,
+        fencing: bool = False, fair: Optional[bool] = None, min_hold: Optional[Seconds] = None,
     ) -> DistributedLock:
         """A ``threading.Lock``-like object; use as ``with manager.lock("name", ttl=10):``.
 
         ``ttl``: seconds (or a ``timedelta``) the lock is valid for once granted. ``with``
         waits until the lock is acquired, as ``with threading.Lock()`` does (Ctrl-C interrupts
         it); ``wait=`` seconds bounds the wait (then ``LockContendedError`` or
-        ``QuorumUnavailableError``)."""
-        return DistributedLock(self, resources, ttl, wait=wait, fencing=fencing, fair=fair)
+        ``QuorumUnavailableError``). ``min_hold=`` seconds (at most ``ttl``): a release
+        before that long after the grant leaves the lock taken until then (a job that finished
+        early is not run again meanwhile by a machine whose clock or schedule is a little
+        behind)."""
+        return DistributedLock(
+            self, resources, ttl, wait=wait, fencing=fencing, fair=fair, min_hold=min_hold
+        )
 
     def using(
         self, resources: Resources, ttl: Seconds, *, wait: Optional[Seconds] = None,
-        fencing: bool = False, fair: Optional[bool] = None,
+        fencing: bool = False, fair: Optional[bool] = None, min_hold: Optional[Seconds] = None,
     ) -> DistributedLock:
         """Like ``lock()``, but the lock is extended in the background while held; its
         ``lost`` flag is set the moment it is lost, and leaving the block then raises
         ``LockLostError``."""
         return DistributedLock(
-            self, resources, ttl, wait=wait, fencing=fencing, fair=fair, auto_extend=True
+            self, resources, ttl, wait=wait, fencing=fencing, fair=fair, min_hold=min_hold,
+            auto_extend=True,
         )
 
     def semaphore(
