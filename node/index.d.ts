@@ -143,6 +143,11 @@ export interface AcquireOptions {
   retryCount?: number
   /** Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting. */
   fair?: boolean
+  /**
+   * Hold the lock at least this many ms after the grant: a release before then leaves it
+   * taken until then. At most the duration; locks only.
+   */
+  minHold?: number
 }
 
 /**
