@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use stateright::{Checker, HasDiscoveries, Model};
+use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
 use crate::model::{Mutant, Params, Redlock};
 
@@ -25,6 +25,9 @@ pub fn configs(deep: bool) -> Vec<Params> {
         attempts: 2,
         extends: 0,
         fencing: false,
+        fair: false,
+        queue_timeout: 0,
+        crashes: 0,
         liveness: false,
         mutant: None,
     };
@@ -93,6 +96,32 @@ pub fn configs(deep: bool) -> Vec<Params> {
             losses: 1,
             attempts: 12,
             liveness: true,
+            ..base.clone()
+        },
+        // Fair waiters: tickets, heartbeats that lapse (a client may pause between rounds),
+        // early expiry by a node clock ahead, requeue, cancellation, re-acquire after a release.
+        Params {
+            name: "fair",
+            fair: true,
+            queue_timeout: 2,
+            max_time: d(1, 1),
+            attempts: 2,
+            losses: u8::from(deep),
+            restarts: u8::from(deep),
+            ..base.clone()
+        },
+        // A fair waiter dies silently (in line or holding): the other is granted once its entry
+        // and key expire.
+        Params {
+            name: "fair-liveness",
+            fair: true,
+            queue_timeout: 2,
+            max_time: 10,
+            attempts: 10,
+            crashes: 1,
+            losses: 1,
+            liveness: true,
+            clients: 2 + u8::from(deep),
             ..base
         },
     ]
@@ -108,14 +137,21 @@ pub struct Outcome {
     pub unique: usize,
     /// Wall time.
     pub took: Duration,
-    /// The first property that failed, with its counterexample (actions, in order).
+    /// The first property that failed, with its counterexample (actions, in order); a
+    /// situation the model must reach but did not fails with an empty path.
     pub failure: Option<(&'static str, Vec<String>)>,
+    /// Situations reached, each with the length of the first path found to it.
+    pub reached: Vec<(&'static str, usize)>,
 }
 
 /// Checks `p` exhaustively (stops at the first counterexample).
 pub fn run(p: Params, threads: usize) -> Outcome {
     let model = Redlock::new(p);
-    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
+    let names: Vec<(&'static str, Expectation)> = model
+        .properties()
+        .iter()
+        .map(|p| (p.name, p.expectation.clone()))
+        .collect();
     let started = Instant::now();
     let checker = model
         .clone()
@@ -137,25 +173,37 @@ pub fn run(p: Params, threads: usize) -> Outcome {
 fn outcome(
     model: &Redlock,
     checker: impl Checker<Redlock>,
-    names: &[&'static str],
+    names: &[(&'static str, Expectation)],
     started: Instant,
 ) -> Outcome {
-    let failure = names.iter().find_map(|&name| {
+    let path_of = |name| {
         checker.discovery(name).map(|path| {
-            let actions = path
-                .into_actions()
+            path.into_actions()
                 .iter()
                 .map(|a| model.format_action(a))
-                .collect();
-            (name, actions)
+                .collect::<Vec<String>>()
         })
-    });
+    };
+    let mut broken = None;
+    let mut unreached = None;
+    let mut reached = Vec::new();
+    for (name, expectation) in names {
+        match (expectation, path_of(name)) {
+            (Expectation::Sometimes, Some(path)) => reached.push((*name, path.len())),
+            (Expectation::Sometimes, None) => unreached = unreached.or(Some((*name, Vec::new()))),
+            (_, Some(path)) => broken = broken.or(Some((*name, path))),
+            (_, None) => {}
+        }
+    }
+    // A counterexample comes first: the run stopped at it, before it could reach the rest.
+    let failure = broken.or(unreached);
     Outcome {
         config: model.p.name,
         states: checker.state_count(),
         unique: checker.unique_state_count(),
         took: started.elapsed(),
         failure,
+        reached,
     }
 }
 
@@ -170,6 +218,8 @@ pub fn targets(m: Mutant) -> &'static [&'static str] {
         | Mutant::ReseatInQuarantineCounts
         | Mutant::LapsedExtensionCounts => &["extend"],
         Mutant::SemaphoreMajority => &["semaphore"],
+        Mutant::FairOrderIgnored | Mutant::FairTicketFromClock => &["fair"],
+        Mutant::FairNoSweep => &["fair-liveness"],
     }
 }
 
@@ -192,5 +242,22 @@ mod tests {
             1,
         );
         assert!(m.failure.is_some());
+    }
+
+    #[test]
+    fn a_dead_fair_waiter_expires_from_the_line_and_its_mutant_blocks_it_forever() {
+        let p = configs(false)
+            .into_iter()
+            .find(|p| p.name == "fair-liveness")
+            .unwrap();
+        assert!(run(p.clone(), 1).failure.is_none());
+        let m = run(
+            Params {
+                mutant: Some(Mutant::FairNoSweep),
+                ..p
+            },
+            1,
+        );
+        assert!(m.failure.is_some_and(|(_, path)| !path.is_empty()));
     }
 }

@@ -41,13 +41,30 @@ fn main() {
         total_secs += o.took.as_secs_f64();
         let verdict = match &o.failure {
             None => "pass".to_owned(),
+            Some((prop, path)) if path.is_empty() => {
+                bad += 1;
+                format!("FAIL (never reached: {prop})")
+            }
             Some((prop, path)) => {
                 bad += 1;
                 format!("FAIL ({prop}; counterexample of {} steps)", path.len())
             }
         };
+        let qt = if p.fair {
+            format!(" queue_timeout={}", p.queue_timeout)
+        } else {
+            String::new()
+        };
+        let reached: String = o
+            .reached
+            .iter()
+            .map(|(prop, len)| {
+                let what = prop.split(':').next().unwrap_or(prop);
+                format!("; {what} reached in {len} steps")
+            })
+            .collect();
         println!(
-            "model {:<12} N={} clients={} limit={} Q={} ttl={} drift={} quarantine={} horizon={} ({bounds}): {verdict}; {} states ({} distinct) in {:.1} s",
+            "model {:<13} N={} clients={} limit={} Q={} ttl={} drift={} quarantine={}{qt} horizon={} ({bounds}): {verdict}; {} states ({} distinct) in {:.1} s{reached}",
             o.config,
             p.nodes,
             p.clients,
@@ -83,7 +100,8 @@ fn main() {
             );
             explored += o.states;
             secs += o.took.as_secs_f64();
-            if let Some((prop, path)) = o.failure {
+            // Caught: a counterexample (an unreached situation proves nothing about the mutant).
+            if let Some((prop, path)) = o.failure.filter(|(_, path)| !path.is_empty()) {
                 caught = Some((o.config, prop, path));
                 break;
             }

@@ -41,11 +41,21 @@ pub enum Mutant {
     /// An extension a quorum confirms only after the lock's deadline still counts: the lock
     /// comes back to life (core's extend before the model found it).
     LapsedExtensionCounts,
+    /// A fair acquire reads the head of the line without first dropping the entries whose
+    /// heartbeat stopped: a dead waiter's entry goes only with the whole queue key, which the
+    /// live waiters' heartbeats keep alive.
+    FairNoSweep,
+    /// A fair acquire lets any waiter in line take a free key, whatever its place (membership
+    /// checked instead of the head).
+    FairOrderIgnored,
+    /// A new ticket is the client's clock alone, not above the node's ticket counter: a later
+    /// waiter whose clock is behind gets an earlier ticket.
+    FairTicketFromClock,
 }
 
 impl Mutant {
     /// Every mutant, in report order.
-    pub const ALL: [Mutant; 8] = [
+    pub const ALL: [Mutant; 11] = [
         Mutant::NoQuarantine,
         Mutant::ReseatWithoutRunIdCheck,
         Mutant::ReseatInQuarantineCounts,
@@ -54,6 +64,9 @@ impl Mutant {
         Mutant::FenceWithoutWriteBack,
         Mutant::FailoverRuleOff,
         Mutant::LapsedExtensionCounts,
+        Mutant::FairNoSweep,
+        Mutant::FairOrderIgnored,
+        Mutant::FairTicketFromClock,
     ];
 
     /// The name `scripts/verify` prints.
@@ -67,6 +80,9 @@ impl Mutant {
             Mutant::FenceWithoutWriteBack => "fence-without-write-back",
             Mutant::FailoverRuleOff => "failover-rule-off",
             Mutant::LapsedExtensionCounts => "lapsed-extension-counts",
+            Mutant::FairNoSweep => "fair-dead-entry-blocks",
+            Mutant::FairOrderIgnored => "fair-ticket-order-ignored",
+            Mutant::FairTicketFromClock => "fair-ticket-from-clock",
         }
     }
 }
@@ -107,6 +123,12 @@ pub struct Params {
     pub extends: u8,
     /// Acquire with fencing.
     pub fencing: bool,
+    /// Every acquire is fair: it waits in line (a ticket and a heartbeat per node).
+    pub fair: bool,
+    /// How long a fair waiter's queue entry outlives its last heartbeat (`queue_timeout`).
+    pub queue_timeout: Tick,
+    /// Clients that die silently (they stop, their keys and queue entries stay behind).
+    pub crashes: u8,
     /// Check that a client is granted by the end (faults bounded; rounds are taken at once).
     pub liveness: bool,
     /// The mechanism switched off, if any.
@@ -138,6 +160,10 @@ pub struct Redlock {
 impl Redlock {
     /// Derives quorum, drift and quarantine from core.
     pub fn new(p: Params) -> Self {
+        assert!(
+            !p.fair || (p.limit == 1 && !p.fencing),
+            "the fair queue is modelled for a lock without fencing"
+        );
         let n = usize::from(p.nodes);
         let q = if p.limit == 1 || p.mutant == Some(Mutant::SemaphoreMajority) {
             ironlock::quorum(n)
@@ -195,6 +221,10 @@ fn token_of(client: u8, seq: u8) -> Token {
     client * 16 + seq
 }
 
+fn token_client(t: Token) -> u8 {
+    t / 16
+}
+
 /// One node (a voter).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Node {
@@ -208,6 +238,23 @@ pub struct Node {
     pub holders: Vec<(Token, Tick)>,
     /// The fence counter of the resource (never expires).
     pub counter: u64,
+    /// The fair queue: entries (ticket, token, true-time heartbeat deadline), lowest first.
+    pub queue: Vec<Entry>,
+    /// The ticket counter: the largest ticket handed out while the queue keys lived.
+    pub tickets: u64,
+    /// When the queue keys (queue, heartbeats, counter) expire: a join only lengthens it.
+    pub queue_until: Tick,
+}
+
+/// A fair waiter's entry in a node's queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Entry {
+    /// Its ticket (the queue's order; ties go by token, as a sorted set orders its members).
+    pub ticket: u64,
+    /// The waiter.
+    pub token: Token,
+    /// The heartbeat's deadline: from then on the entry counts as dead.
+    pub until: Tick,
 }
 
 impl Node {
@@ -224,6 +271,31 @@ impl Node {
         self.holders.push((t, exp));
         self.holders.sort_unstable();
     }
+
+    fn entry(&self, t: Token) -> Option<Entry> {
+        self.queue.iter().copied().find(|e| e.token == t)
+    }
+
+    fn dequeue(&mut self, t: Token) {
+        self.queue.retain(|e| e.token != t);
+    }
+
+    /// The script's `join`: (re)registers the token with its ticket and a fresh heartbeat, raises
+    /// the counter, and keeps the queue keys for `qt` from now.
+    fn join(&mut self, t: Token, ticket: u64, now: Tick, qt: Tick) {
+        self.dequeue(t);
+        let e = Entry {
+            ticket,
+            token: t,
+            until: now + qt,
+        };
+        let at = self
+            .queue
+            .partition_point(|x| (x.ticket, x.token) < (ticket, t));
+        self.queue.insert(at, e);
+        self.tickets = self.tickets.max(ticket);
+        self.queue_until = self.queue_until.max(now + qt);
+    }
 }
 
 /// What a client asks of a node.
@@ -237,6 +309,46 @@ pub enum Op {
     Fence { token: Token, f: u64 },
     /// Compare-and-delete (no reply needed).
     Release(Token),
+    /// The fair acquire script, with the ticket known so far (0: take one here, at least
+    /// `clock`, the client's wall clock); `late` once its round was granted without it (a
+    /// refusal, or no reply, then dequeues there).
+    FairAcquire {
+        token: Token,
+        ticket: u64,
+        clock: u64,
+        late: bool,
+    },
+    /// The fair leave script (no reply needed).
+    Queue {
+        token: Token,
+        mode: QueueMode,
+        ticket: u64,
+    },
+}
+
+/// What the fair leave script does with a waiter's entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QueueMode {
+    /// A failed round's rollback: the key goes if ours; the place in line stays (a fresh
+    /// heartbeat with the ticket).
+    Requeue,
+    /// A waiter that gives up or is cancelled: the key (if ours) and the entry go.
+    Leave,
+    /// After a grant, on a node that did not grant: the entry goes.
+    Dequeue,
+}
+
+impl Op {
+    /// Where a fair script stands among one client's fair scripts to one node (they share a
+    /// connection, so they run in the order they were sent): its round, acquire before the leave
+    /// scripts of that round. `None` for the other requests.
+    fn fair_order(self, round: u8) -> Option<(u8, u8)> {
+        match self {
+            Op::FairAcquire { .. } => Some((round, 0)),
+            Op::Queue { .. } => Some((round, 1)),
+            _ => None,
+        }
+    }
 }
 
 /// A node's answer.
@@ -248,6 +360,8 @@ pub enum Ans {
     Reseated,
     /// Refused.
     No,
+    /// The fair acquire script: granted or not, and the ticket it saw (0: none taken).
+    Fair { granted: bool, ticket: u64 },
 }
 
 /// A request in flight, on the connection to one run of a node (lost if the node restarted).
@@ -362,6 +476,14 @@ pub struct Client {
     pub held: Option<Held>,
     /// Another client was granted since this one's grant (its validity must never come back).
     pub superseded: bool,
+    /// A fair acquire call is in progress (its token waits in line between rounds).
+    pub in_line: bool,
+    /// The largest ticket a node handed this fair waiter (0: none yet).
+    pub ticket: u64,
+    /// Granted at least once.
+    pub served: bool,
+    /// Died silently.
+    pub crashed: bool,
 }
 
 /// The whole system.
@@ -375,8 +497,8 @@ pub struct State {
     pub clients: Vec<Client>,
     /// Messages in flight (a sorted multiset).
     pub net: Vec<Msg>,
-    /// Fault budgets left: restarts, failovers, losses, duplicates.
-    pub budget: [u8; 4],
+    /// Fault budgets left: restarts, failovers, losses, duplicates, client crashes.
+    pub budget: [u8; 5],
     /// Largest fence granted so far.
     pub max_fence: u64,
     /// Some client was granted.
@@ -385,6 +507,16 @@ pub struct State {
     pub exclusion_broken: bool,
     /// A grant's fence was not above every earlier grant's.
     pub fence_regressed: bool,
+    /// A node let a fair waiter take the key while an earlier live ticket waited there.
+    pub order_broken: bool,
+    /// A node handed out a new ticket not above every live ticket in its line.
+    pub ticket_broken: bool,
+    /// The last heartbeat that expired while its waiter was still in line: (node, client,
+    /// ticket); cleared when that waiter joins that node again.
+    pub lapse: Option<(u8, u8, u64)>,
+    /// The corner: a node let a later ticket take the key after an earlier waiter, still in line,
+    /// lost its entry there to heartbeat expiry.
+    pub corner: bool,
 }
 
 /// A step.
@@ -410,6 +542,13 @@ pub enum Action {
     Extend { client: u8 },
     /// A holder releases.
     Release { client: u8 },
+    /// A node's clock, ahead by up to `skew`, drops a queue entry whose heartbeat is due.
+    ExpireEntry { node: u8, token: Token },
+    /// A fair waiter gives up between rounds (its deadline, or a cancellation): it leaves the
+    /// line on every node.
+    Cancel { client: u8 },
+    /// A client dies silently: its keys and queue entries stay until they expire.
+    Crash { client: u8 },
 }
 
 impl fmt::Display for Action {
@@ -486,6 +625,77 @@ impl Redlock {
         cl.next_try = s.now + 1;
     }
 
+    /// A fair round failed: the keys go and the place in line stays on every node that did not
+    /// refuse (a refusing node set nothing, and kept the entry it refreshed); a waiter out of
+    /// rounds gives up instead and leaves the line everywhere.
+    fn fair_rollback(&self, s: &mut State, c: u8, token: Token, refused: u8) {
+        let (ticket, last) = {
+            let cl = &s.clients[c as usize];
+            (cl.ticket, cl.attempts == 0)
+        };
+        if last {
+            self.leave(s, c, token);
+        } else {
+            self.broadcast(s, c, |i| {
+                (refused & (1 << i) == 0).then_some(Op::Queue {
+                    token,
+                    mode: QueueMode::Requeue,
+                    ticket,
+                })
+            });
+        }
+        let cl = &mut s.clients[c as usize];
+        cl.phase = Phase::Idle;
+        cl.next_try = s.now + 1;
+    }
+
+    /// A fair waiter gives up: it leaves the line on every node (a round of its own, sent after
+    /// whatever the last round sent).
+    fn leave(&self, s: &mut State, c: u8, token: Token) {
+        s.clients[c as usize].round += 1;
+        self.broadcast(s, c, |_| {
+            Some(Op::Queue {
+                token,
+                mode: QueueMode::Leave,
+                ticket: 0,
+            })
+        });
+        let cl = &mut s.clients[c as usize];
+        cl.in_line = false;
+        cl.ticket = 0;
+    }
+
+    /// After a fair grant: the nodes that did not grant keep the entry, which would stall the
+    /// line, so it is dequeued there — at once where the answer is known (a refusal, a vote not
+    /// counted, a reply lost), when the late reply comes where the request is still out.
+    fn fair_granted(&self, s: &mut State, c: u8, token: Token, yes: u8) {
+        let round = s.clients[c as usize].round;
+        let mut out = 0u8;
+        for m in &mut s.net {
+            if let (true, Op::FairAcquire { late, .. }) =
+                (m.client == c && m.round == round, &mut m.op)
+            {
+                *late = true;
+                out |= 1 << m.node;
+            }
+        }
+        s.net.sort_unstable();
+        let dequeue: Vec<bool> = (0..s.nodes.len())
+            .map(|i| (yes | out) & (1 << i) == 0)
+            .collect();
+        self.broadcast(s, c, |i| {
+            dequeue[i].then_some(Op::Queue {
+                token,
+                mode: QueueMode::Dequeue,
+                ticket: 0,
+            })
+        });
+        let cl = &mut s.clients[c as usize];
+        cl.in_line = false;
+        cl.ticket = 0;
+        cl.served = true;
+    }
+
     /// The grant: checks exclusion and fence order on the ghost state.
     fn grant(&self, s: &mut State, c: u8, token: Token, t1: Tick, fence: u64, runs: Vec<u8>) {
         let others_valid = (0..s.clients.len())
@@ -546,6 +756,9 @@ impl Redlock {
             } => match verdict(&tally) {
                 None => {}
                 Some(true) if self.validity(t1, now) => {
+                    if self.p.fair {
+                        self.fair_granted(s, c, token, tally.yes);
+                    }
                     if !self.p.fencing {
                         self.grant(s, c, token, t1, 0, runs);
                         return;
@@ -567,6 +780,7 @@ impl Redlock {
                     };
                     self.broadcast(s, c, |_| Some(Op::Fence { token, f }));
                 }
+                Some(_) if self.p.fair => self.fair_rollback(s, c, token, tally.no),
                 Some(_) => self.rollback(s, c, token, tally.no),
             },
             Phase::Fence {
@@ -631,9 +845,137 @@ impl Redlock {
         }
     }
 
+    /// A queue entry's heartbeat expired on `node`; the ghost notes it when its waiter is still
+    /// in line (the corner: a live waiter that lost its place there).
+    fn expire_entry(&self, s: &mut State, node: u8, t: Token) {
+        let nd = &mut s.nodes[node as usize];
+        let Some(e) = nd.entry(t) else { return };
+        nd.dequeue(t);
+        let c = token_client(t);
+        let cl = &s.clients[c as usize];
+        if cl.in_line && token_of(c, cl.seq) == t {
+            s.lapse = Some((node, c, e.ticket));
+        }
+    }
+
+    /// The fair acquire script on one node (`FAIR_ACQUIRE_SOURCE`): the key is set only when it
+    /// is free and no live entry other than the token heads the line; a request that must wait
+    /// (re)joins with its ticket (a new one above the node's counter and at least the client's
+    /// clock) and is granted after all if that made it the head of a free key. A grant leaves
+    /// the line. The ghost checks the rules on the line as it stood.
+    fn fair_acquire(&self, s: &mut State, node: u8, t: Token, given: u64, clock: u64) -> Ans {
+        let now = s.now;
+        let (ttl, qt) = (self.p.ttl, self.p.queue_timeout);
+        let order_ignored = self.is(Mutant::FairOrderIgnored);
+        let nd = &mut s.nodes[node as usize];
+        // Entries whose heartbeat stopped are gone already (`Action::Tick` sweeps them), unless
+        // the sweep is the mutant's: then only the queue key's expiry drops them.
+        let heads = |nd: &Node| {
+            if order_ignored {
+                nd.queue.is_empty() || nd.entry(t).is_some()
+            } else {
+                nd.queue.first().is_none_or(|e| e.token == t)
+            }
+        };
+        let held = nd.holders.iter().any(|h| h.0 != t);
+        let mut ticket = given;
+        if held || !heads(nd) {
+            if ticket == 0 {
+                ticket = clock;
+                if !self.is(Mutant::FairTicketFromClock) && nd.tickets >= ticket {
+                    ticket = nd.tickets + 1;
+                }
+                // Ghost: a new ticket ranks after every live waiter in this line.
+                if nd.queue.iter().any(|e| e.until > now && e.ticket >= ticket) {
+                    s.ticket_broken = true;
+                }
+            }
+            let nd = &mut s.nodes[node as usize];
+            nd.join(t, ticket, now, qt);
+            if s.lapse
+                .is_some_and(|(n, c, _)| n == node && token_client(t) == c)
+            {
+                s.lapse = None;
+            }
+            let nd = &s.nodes[node as usize];
+            if held || !heads(nd) {
+                return Ans::Fair {
+                    granted: false,
+                    ticket,
+                };
+            }
+        }
+        let nd = &mut s.nodes[node as usize];
+        // Ghost: no live entry in this line ranks before the one that takes the key.
+        let live = |e: &&Entry| e.until > now && e.token != t;
+        let mine = nd.entry(t);
+        let earlier = nd.queue.iter().filter(live).any(|e| match mine {
+            Some(m) => (e.ticket, e.token) < (m.ticket, m.token),
+            None => true,
+        });
+        if earlier {
+            s.order_broken = true;
+        }
+        if let Some((n, c, lapsed)) = s.lapse {
+            let later = mine.is_none_or(|m| m.ticket > lapsed);
+            if n == node && c != token_client(t) && later {
+                s.corner = true;
+            }
+        }
+        let nd = &mut s.nodes[node as usize];
+        nd.holders.retain(|h| h.0 != t);
+        nd.add(t, now + ttl);
+        nd.dequeue(t);
+        Ans::Fair {
+            granted: true,
+            ticket,
+        }
+    }
+
+    /// The fair leave script on one node (`FAIR_LEAVE_SOURCE`).
+    fn fair_leave(&self, s: &mut State, node: u8, t: Token, mode: QueueMode, ticket: u64) {
+        let now = s.now;
+        let qt = self.p.queue_timeout;
+        let nd = &mut s.nodes[node as usize];
+        if mode != QueueMode::Dequeue {
+            nd.holders.retain(|h| h.0 != t);
+        }
+        if mode == QueueMode::Requeue && ticket > 0 {
+            nd.join(t, ticket, now, qt);
+            if s.lapse
+                .is_some_and(|(n, c, _)| n == node && token_client(t) == c)
+            {
+                s.lapse = None;
+            }
+        } else {
+            nd.dequeue(t);
+        }
+    }
+
     /// Runs a request on its node; the answer, with the node's run, start and promotion.
     fn on_request(&self, s: &mut State, m: Msg) -> Option<(Ans, Tick, Tick)> {
         let Msg { node, op, .. } = m;
+        match op {
+            Op::FairAcquire {
+                token,
+                ticket,
+                clock,
+                ..
+            } => {
+                let ans = self.fair_acquire(s, node, token, ticket, clock);
+                let nd = &s.nodes[node as usize];
+                return Some((ans, nd.started, nd.promoted));
+            }
+            Op::Queue {
+                token,
+                mode,
+                ticket,
+            } => {
+                self.fair_leave(s, node, token, mode, ticket);
+                return None;
+            }
+            _ => {}
+        }
         let now = s.now;
         let ttl = self.p.ttl;
         let limit = self.p.limit;
@@ -670,6 +1012,7 @@ impl Redlock {
                 nd.holders.retain(|h| h.0 != t);
                 return None;
             }
+            Op::FairAcquire { .. } | Op::Queue { .. } => return None,
         };
         Some((ans, nd.started, nd.promoted))
     }
@@ -681,12 +1024,16 @@ impl Redlock {
             round,
             ..
         } = m;
-        if s.clients[client as usize].round != round {
+        let cl = &mut s.clients[client as usize];
+        if cl.round != round || cl.crashed {
             return; // the round is over
+        }
+        if let (Ans::Fair { ticket, .. }, true) = (ans, cl.in_line) {
+            cl.ticket = cl.ticket.max(ticket);
         }
         let now = s.now;
         let counts = match ans {
-            Ans::No => None,
+            Ans::No | Ans::Fair { granted: false, .. } => None,
             Ans::Reseated if self.is(Mutant::ReseatInQuarantineCounts) => Some(true),
             _ => Some(self.eligible(now, started, promoted)),
         };
@@ -716,8 +1063,14 @@ impl Redlock {
     /// Whether a client can start something now.
     fn client_can(&self, s: &State, c: usize) -> [bool; 3] {
         let cl = &s.clients[c];
+        if cl.crashed {
+            return [false; 3];
+        }
         let idle = cl.phase == Phase::Idle;
-        let acquire = idle && cl.held.is_none() && cl.attempts > 0 && s.now >= cl.next_try;
+        // A liveness run's fair client makes one acquire call; otherwise a client may call again
+        // after a release (the releaser must not jump the line).
+        let done = self.p.fair && self.p.liveness && cl.served;
+        let acquire = idle && cl.held.is_none() && cl.attempts > 0 && s.now >= cl.next_try && !done;
         let extend = idle && cl.extends > 0 && s.valid(c);
         let release = idle && cl.held.is_some();
         [acquire, extend, release]
@@ -737,6 +1090,9 @@ impl Model for Redlock {
             promoted: long_ago,
             holders: Vec::new(),
             counter: 0,
+            queue: Vec::new(),
+            tickets: 0,
+            queue_until: 0,
         };
         let client = Client {
             phase: Phase::Idle,
@@ -747,6 +1103,10 @@ impl Model for Redlock {
             next_try: 0,
             held: None,
             superseded: false,
+            in_line: false,
+            ticket: 0,
+            served: false,
+            crashed: false,
         };
         vec![State {
             now: 0,
@@ -758,16 +1118,21 @@ impl Model for Redlock {
                 self.p.failovers,
                 self.p.losses,
                 self.p.dups,
+                self.p.crashes,
             ],
             max_fence: 0,
             granted_ever: false,
             exclusion_broken: false,
             fence_regressed: false,
+            order_broken: false,
+            ticket_broken: false,
+            lapse: None,
+            corner: false,
         }]
     }
 
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
-        if s.exclusion_broken || s.fence_regressed {
+        if s.exclusion_broken || s.fence_regressed || s.order_broken || s.ticket_broken {
             return; // the property already failed: nothing to explore past it
         }
         let mut urgent = false;
@@ -784,6 +1149,20 @@ impl Model for Redlock {
             if release && !self.p.liveness {
                 out.push(Action::Release { client });
             }
+            // A fair liveness run's holder releases at once: the next waiter's turn.
+            if release && self.p.liveness && self.p.fair {
+                out.push(Action::Release { client });
+                urgent = true;
+            }
+            let cl = &s.clients[c];
+            if self.p.fair && !cl.crashed {
+                if cl.in_line && cl.phase == Phase::Idle && !self.p.liveness {
+                    out.push(Action::Cancel { client });
+                }
+                if s.budget[4] > 0 {
+                    out.push(Action::Crash { client });
+                }
+            }
         }
         let mut last: Option<&Msg> = None;
         for m in &s.net {
@@ -791,10 +1170,20 @@ impl Model for Redlock {
                 continue;
             }
             last = Some(m);
+            // One client's fair scripts to one node share a connection: they run in order.
+            if let Some(mine) = m.op.fair_order(m.round) {
+                let earlier = s.net.iter().any(|o| {
+                    (o.node, o.run, o.client) == (m.node, m.run, m.client)
+                        && o.op.fair_order(o.round).is_some_and(|theirs| theirs < mine)
+                });
+                if earlier {
+                    continue;
+                }
+            }
             out.push(Action::Deliver(*m));
             urgent = true;
             // A lost request is a request delivered after the horizon (never, here).
-            if s.budget[2] > 0 && !matches!(m.op, Op::Release(_)) {
+            if s.budget[2] > 0 && !matches!(m.op, Op::Release(_) | Op::Queue { .. }) {
                 out.push(Action::LoseReply(*m));
             }
             if s.budget[3] > 0 {
@@ -806,6 +1195,16 @@ impl Model for Redlock {
             for &(token, exp) in &nd.holders {
                 if s.now >= exp - self.p.skew {
                     out.push(Action::ExpireEarly { node, token });
+                }
+            }
+            if !self.is(Mutant::FairNoSweep) {
+                for e in &nd.queue {
+                    if s.now >= e.until - self.p.skew {
+                        out.push(Action::ExpireEntry {
+                            node,
+                            token: e.token,
+                        });
+                    }
                 }
             }
             if s.budget[0] > 0 {
@@ -837,6 +1236,28 @@ impl Model for Redlock {
                 for nd in &mut s.nodes {
                     nd.holders.retain(|h| h.1 > now);
                 }
+                for i in 0..s.nodes.len() {
+                    let sweep = !self.is(Mutant::FairNoSweep);
+                    let nd = &s.nodes[i];
+                    let dead: Vec<Token> = if now >= nd.queue_until {
+                        nd.queue.iter().map(|e| e.token).collect()
+                    } else if sweep {
+                        nd.queue
+                            .iter()
+                            .filter(|e| e.until <= now)
+                            .map(|e| e.token)
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    for t in dead {
+                        self.expire_entry(&mut s, i as u8, t);
+                    }
+                    let nd = &mut s.nodes[i];
+                    if now >= nd.queue_until {
+                        nd.tickets = 0;
+                    }
+                }
                 for c in 0..s.clients.len() {
                     let start = match s.clients[c].phase {
                         Phase::Acquire { t1, .. } | Phase::Extend { t1, .. } => Some(t1),
@@ -852,7 +1273,31 @@ impl Model for Redlock {
                 if !s.take(&m) {
                     return None;
                 }
+                let crashed = s.clients[m.client as usize].crashed;
                 let answer = self.on_request(&mut s, m);
+                if let (
+                    false,
+                    Op::FairAcquire {
+                        token, late: true, ..
+                    },
+                ) = (crashed, m.op)
+                {
+                    // A late reply of a granted round: a refusal (or no reply at all) leaves an
+                    // entry behind on that node, which the client dequeues.
+                    let granted = matches!(answer, Some((Ans::Fair { granted: true, .. }, ..)));
+                    if !granted || matches!(action, Action::LoseReply(_)) {
+                        let run = s.nodes[m.node as usize].run;
+                        s.send(Msg {
+                            run,
+                            op: Op::Queue {
+                                token,
+                                mode: QueueMode::Dequeue,
+                                ticket: 0,
+                            },
+                            ..m
+                        });
+                    }
+                }
                 match (answer, &action) {
                     (Some(a), Action::Deliver(_)) => self.on_reply(&mut s, m, a),
                     (Some(_), _) => s.budget[2] -= 1,
@@ -866,6 +1311,21 @@ impl Model for Redlock {
             Action::ExpireEarly { node, token } => {
                 s.nodes[node as usize].holders.retain(|h| h.0 != token);
             }
+            Action::ExpireEntry { node, token } => self.expire_entry(&mut s, node, token),
+            Action::Cancel { client } => {
+                let cl = &mut s.clients[client as usize];
+                let token = token_of(client, cl.seq);
+                cl.attempts = 0;
+                self.leave(&mut s, client, token);
+            }
+            Action::Crash { client } => {
+                s.budget[4] -= 1;
+                let cl = &mut s.clients[client as usize];
+                cl.crashed = true;
+                cl.in_line = false;
+                cl.phase = Phase::Idle;
+                cl.round += 1;
+            }
             Action::Restart { node, persist } => {
                 s.budget[0] -= 1;
                 let now = s.now;
@@ -875,6 +1335,8 @@ impl Model for Redlock {
                 if !persist {
                     nd.holders.clear();
                     nd.counter = 0;
+                    nd.queue.clear();
+                    nd.tickets = 0;
                 }
             }
             Action::Failover { node } => {
@@ -885,22 +1347,42 @@ impl Model for Redlock {
                 nd.promoted = now;
                 nd.holders.clear();
                 nd.counter = 0;
+                nd.queue.clear();
+                nd.tickets = 0;
             }
             Action::Acquire { client } => {
                 let now = s.now;
                 let runs: Vec<u8> = s.nodes.iter().map(|n| n.run).collect();
+                let clock = self.wall(client, now);
+                let fair = self.p.fair;
                 let cl = &mut s.clients[client as usize];
                 cl.attempts -= 1;
-                cl.seq += 1;
+                // A fair call keeps its token (its place in line) from round to round.
+                if !(fair && cl.in_line) {
+                    cl.seq += 1;
+                }
+                cl.in_line = fair;
                 cl.round += 1;
                 let token = token_of(client, cl.seq);
+                let ticket = cl.ticket;
                 cl.phase = Phase::Acquire {
                     token,
                     t1: now,
                     tally: Tally::default(),
                     runs,
                 };
-                self.broadcast(&mut s, client, |_| Some(Op::Acquire(token)));
+                if fair {
+                    self.broadcast(&mut s, client, |_| {
+                        Some(Op::FairAcquire {
+                            token,
+                            ticket,
+                            clock,
+                            late: false,
+                        })
+                    });
+                } else {
+                    self.broadcast(&mut s, client, |_| Some(Op::Acquire(token)));
+                }
             }
             Action::Extend { client } => {
                 let now = s.now;
@@ -956,7 +1438,31 @@ impl Model for Redlock {
                 |_, s: &State| !s.fence_regressed,
             ));
         }
-        if self.p.liveness {
+        if self.p.fair {
+            props.push(Property::always(
+                "ticket order: a node lets a fair waiter take the key only when no live entry in its line holds an earlier ticket",
+                |_, s: &State| !s.order_broken,
+            ));
+            props.push(Property::always(
+                "line order: a node's new ticket ranks after every live entry in its line",
+                |_, s: &State| !s.ticket_broken,
+            ));
+        }
+        if self.p.fair && self.p.liveness {
+            props.push(Property::always(
+                "fair liveness: once faults stop, every waiter that did not die is granted (a dead waiter's entry expires)",
+                |m: &Redlock, s: &State| {
+                    let mut next = Vec::new();
+                    m.actions(s, &mut next);
+                    !next.is_empty() || s.clients.iter().all(|c| c.crashed || c.served)
+                },
+            ));
+        } else if self.p.fair {
+            props.push(Property::sometimes(
+                "corner: a waiter still in line loses its entry on a node to heartbeat expiry, and that node lets a later ticket take the key",
+                |_, s: &State| s.corner,
+            ));
+        } else if self.p.liveness {
             props.push(Property::always(
                 "liveness: a free resource is granted once faults stop",
                 |m: &Redlock, s: &State| {
