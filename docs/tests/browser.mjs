@@ -73,7 +73,12 @@ async function launch() {
     '--disable-extensions', '--disable-background-networking', '--remote-debugging-port=0',
     `--user-data-dir=${profile}`, 'about:blank']
   if (process.getuid?.() === 0) args.unshift('--no-sandbox') // Chromium refuses root otherwise
-  const child = spawn(process.env.CHROMIUM ?? 'chromium', args, { stdio: ['ignore', 'ignore', 'pipe'] })
+  // Its own process group: Chromium's helper processes (renderer, network service) outlive a
+  // killed browser process for a moment and keep writing into the profile; closing kills them all.
+  const child = spawn(process.env.CHROMIUM ?? 'chromium', args, {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: true
+  })
   const ws = await new Promise((resolve, reject) => {
     let text = ''
     const timer = setTimeout(() => reject(new Error(`chromium did not start:\n${text}`)), 90_000)
@@ -89,9 +94,28 @@ async function launch() {
   })
   const close = async () => {
     const exited = new Promise((resolve) => child.once('exit', resolve))
-    child.kill('SIGKILL')
+    const group = () => {
+      try {
+        process.kill(-child.pid, 0)
+        return true
+      } catch {
+        return false
+      }
+    }
+    try {
+      process.kill(-child.pid, 'SIGKILL')
+    } catch {
+      child.kill('SIGKILL')
+    }
     await exited
-    fs.rmSync(profile, { recursive: true, force: true, maxRetries: 5 })
+    // Every process of the group gone (bounded: 5 s), then the profile.
+    for (let i = 0; i < 100 && group(); i++) await new Promise((resolve) => setTimeout(resolve, 50))
+    try {
+      fs.rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 })
+    } catch (e) {
+      // A leftover temporary profile does not change what the check found.
+      process.stderr.write(`browser check: could not remove ${profile}: ${e.message}\n`)
+    }
   }
   return { ws, close }
 }
