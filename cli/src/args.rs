@@ -174,10 +174,21 @@ pub struct RunArgs {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub slots: Option<u32>,
 
+    /// Take the read (shared) side of the read-write lock RESOURCE: any number of --read
+    /// commands run at once, never with a --write command or a plain lock of the name; a
+    /// waiting --write holds back new readers
+    #[arg(long, conflicts_with_all = ["write", "slots", "fair"])]
+    pub read: bool,
+
+    /// Take the write (exclusive) side of the read-write lock RESOURCE: it runs alone, with no
+    /// --read command and no plain lock of the name; while it waits, new readers wait too
+    #[arg(long, conflicts_with_all = ["slots", "fair"])]
+    pub write: bool,
+
     /// Keep the lock taken at least this many seconds after it was granted, even when the
     /// command ends sooner (so that a job run from cron on several machines whose clocks or
     /// schedules differ a little runs once per period, not once per machine). At most --ttl;
-    /// not with --slots
+    /// not with --slots, --read or --write
     #[arg(long, value_name = "SECS")]
     pub min_hold: Option<f64>,
 

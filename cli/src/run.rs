@@ -212,6 +212,8 @@ async fn acquire(
     let semaphore = args
         .slots
         .map(|k| manager.semaphore(args.resource.as_str(), k));
+    // --read / --write: a side of the read-write lock RESOURCE.
+    let rw = (args.read || args.write).then(|| manager.rw_lock(args.resource.as_str()));
     let started = Instant::now();
     // A wait too long to represent is a wait without a deadline.
     let deadline = wait.and_then(|w| started.checked_add(w));
@@ -230,8 +232,13 @@ async fn acquire(
             AcquireOptions::try_once()
         } else {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            // A fair waiter keeps its place in line for the whole wait: one attempt, not chunks.
-            let chunk = if args.fair { Duration::MAX } else { CHUNK };
+            // A fair waiter keeps its place in line for the whole wait, and a writer its mark
+            // (which holds back new readers): one attempt, not chunks.
+            let chunk = if args.fair || args.write {
+                Duration::MAX
+            } else {
+                CHUNK
+            };
             AcquireOptions::wait(left.map_or(chunk, |l| l.min(chunk)))
         }
         .fencing(args.fencing);
@@ -243,10 +250,12 @@ async fn acquire(
         }
         options.min_hold = min_hold;
         // Boxed so that it can be dropped (cancelled) before the pause below.
-        let mut attempt = match &semaphore {
-            Some(sem) => Box::pin(sem.acquire_with(ttl, options))
+        let mut attempt = match (&semaphore, &rw) {
+            (Some(sem), _) => Box::pin(sem.acquire_with(ttl, options))
                 as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>>,
-            None => Box::pin(manager.acquire_with(&resources, ttl, options)),
+            (None, Some(rw)) if args.write => Box::pin(rw.write_with(ttl, options)),
+            (None, Some(rw)) => Box::pin(rw.read_with(ttl, options)),
+            (None, None) => Box::pin(manager.acquire_with(&resources, ttl, options)),
         };
         let result = loop {
             tokio::select! {

@@ -136,6 +136,23 @@ impl<'a> Permits<'a> {
     }
 }
 
+/// The readers of the read-write lock of the name that a quorum of nodes hold, most nodes first.
+fn readers(holders: &[Holder], quorum: usize) -> Vec<&str> {
+    let mut tokens: Vec<(&str, usize)> = Vec::new();
+    for r in holders.iter().flat_map(|h| &h.readers) {
+        match tokens.iter_mut().find(|(t, _)| *t == r.token) {
+            Some((_, n)) => *n += 1,
+            None => tokens.push((&r.token, 1)),
+        }
+    }
+    tokens.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    tokens
+        .iter()
+        .filter(|(_, n)| *n >= quorum)
+        .map(|(t, _)| *t)
+        .collect()
+}
+
 pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Output) -> u8 {
     let check = match Check::run(resource, config, out).await {
         Ok(c) => c,
@@ -144,6 +161,7 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
     let (holders, quorum, answered) = (&check.holders, check.quorum, check.answered);
     let holder = holder(holders, quorum);
     let permits = Permits::of(holders);
+    let read_by = readers(holders, quorum);
     let code = check.code();
     let key = format!("{key_prefix}{resource}");
     if out.json() {
@@ -162,6 +180,7 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
                 "permits": p.tokens.iter().map(|(t, n)| json!({"token": t, "nodes": n}))
                     .collect::<Vec<_>>(),
             })),
+            "readers": read_by,
             "nodes": holders.iter().map(|h| json!({
                 "url": h.url,
                 "token": h.token,
@@ -171,18 +190,30 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
                     "ttl_ms": millis(p.ttl),
                 })).collect::<Vec<_>>(),
                 "limit": h.limit,
+                "readers": h.readers.iter().map(|p| json!({
+                    "token": p.token,
+                    "ttl_ms": millis(p.ttl),
+                })).collect::<Vec<_>>(),
+                "writer_waiting": h.writer_waiting,
                 "error": h.error,
             })).collect::<Vec<_>>(),
         });
         println!("{v}");
     } else if out.human() {
         let n = holders.len();
-        let lock_free = holders.iter().all(|h| h.token.is_none());
+        let lock_free = holders
+            .iter()
+            .all(|h| h.token.is_none() && h.readers.is_empty());
         let summary = match holder {
             Some((t, k)) => Some(match ironlock::holder_of(t) {
                 Some(who) => format!("held by {who} (token {t}) on {k} of {n} nodes"),
                 None => format!("held by {t} on {k} of {n} nodes"),
             }),
+            None if !read_by.is_empty() => Some(format!(
+                "read by {} reader{} (each on at least {quorum} of {n} nodes)",
+                read_by.len(),
+                if read_by.len() == 1 { "" } else { "s" }
+            )),
             None if answered < quorum => {
                 Some(format!("unknown: only {answered} of {n} nodes answered"))
             }
@@ -220,6 +251,22 @@ pub async fn status(resource: &str, key_prefix: &str, config: Config, out: &Outp
                     if h.permits.len() == 1 { "" } else { "s" },
                     each.join(", ")
                 ));
+            }
+            if !h.readers.is_empty() {
+                let each: Vec<String> = h
+                    .readers
+                    .iter()
+                    .map(|p| format!("{} ttl {}", p.token, secs(p.ttl)))
+                    .collect();
+                let s = if h.readers.len() == 1 { "" } else { "s" };
+                what.push(format!(
+                    "{} reader{s}: {}",
+                    h.readers.len(),
+                    each.join(", ")
+                ));
+            }
+            if let Some(w) = &h.writer_waiting {
+                what.push(format!("writer waiting: {w}"));
             }
             if what.is_empty() {
                 what.push("free".to_owned());

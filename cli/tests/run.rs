@@ -540,3 +540,92 @@ fn min_hold_keeps_the_lock_after_a_short_command() {
         assert!(stderr(&bad).contains(needle), "{flags:?}: {}", stderr(&bad));
     }
 }
+
+#[test]
+fn readers_run_together_and_a_writer_runs_alone() {
+    let cluster = cluster(3);
+    let urls = cluster.urls();
+    let dir = temp_dir();
+    let log = dir.join("log");
+    let key = unique("rw");
+    // Each command logs its start and end; readers hold for 0.6 s, the writer for 0.2 s.
+    let entry = |who: &str, secs: &str| {
+        format!(
+            "echo \"start {who}\" >> {0}; sleep {secs}; echo \"end {who}\" >> {0}",
+            log.display()
+        )
+    };
+    let readers: Vec<_> = (0..3)
+        .map(|i| {
+            let script = entry(&format!("r{i}"), "0.6");
+            spawn(ironlock(&urls).args(["run", "--read", "--wait", "10", &key, "-c", &script]))
+        })
+        .collect();
+    wait_for_file(&log, LIMIT, |t| t.lines().count() >= 3);
+    let script = entry("w", "0.2");
+    let writer =
+        spawn(ironlock(&urls).args(["run", "--write", "--wait", "10", &key, "-c", &script]));
+    for child in readers {
+        let out = finish(child, LIMIT);
+        assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    }
+    let out = finish(writer, LIMIT);
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let text = std::fs::read_to_string(&log).expect("log");
+    let lines: Vec<&str> = text.lines().collect();
+    // The three readers all started before any ended; the writer started after the last ended.
+    let first_end = lines.iter().position(|l| l.starts_with("end ")).unwrap();
+    assert_eq!(first_end, 3, "readers did not overlap:\n{text}");
+    let w = lines
+        .iter()
+        .position(|l| *l == "start w")
+        .expect("writer ran");
+    assert_eq!(w, 6, "the writer overlapped a reader:\n{text}");
+    // A plain run of the name is refused while a reader holds; bad combinations are refused.
+    let holder = spawn(ironlock(&urls).args(["run", "--read", &key, "sleep", "2"]));
+    wait_for(|| get(&cluster, 0, &key).is_some());
+    let plain = finish(
+        spawn(ironlock(&urls).args(["run", "-n", &key, "true"])),
+        LIMIT,
+    );
+    assert_eq!(code(&plain), 1, "stderr: {}", stderr(&plain));
+    let out = finish(holder, LIMIT);
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    for flags in [
+        vec!["--read", "--write"],
+        vec!["--read", "--slots", "2"],
+        vec!["--write", "--fair"],
+    ] {
+        let mut cmd = ironlock(&urls);
+        cmd.arg("run").args(&flags).args([key.as_str(), "true"]);
+        let bad = finish(spawn(&mut cmd), LIMIT);
+        assert_eq!(code(&bad), 64, "{flags:?}: {}", stderr(&bad));
+        assert!(
+            stderr(&bad).contains("cannot be used with"),
+            "{flags:?}: {}",
+            stderr(&bad)
+        );
+    }
+    let bad = finish(
+        spawn(ironlock(&urls).args(["run", "--write", "--min-hold", "1", &key, "true"])),
+        LIMIT,
+    );
+    assert_eq!(code(&bad), 64, "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("--min-hold: applies to locks, not to read-write locks"),
+        "{}",
+        stderr(&bad)
+    );
+    for i in 0..3 {
+        assert_eq!(get(&cluster, i, &key), None, "key left on node {i}");
+    }
+}
+
+/// Polls `ready` every 20 ms for up to 10 s.
+fn wait_for(ready: impl Fn() -> bool) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !ready() {
+        assert!(Instant::now() < until, "timed out waiting");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

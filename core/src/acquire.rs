@@ -1,7 +1,7 @@
 //! Acquire: the retry loop with release wake-ups, one round (votes, drift, validity, fencing),
 //! and the rollback of a failed or cancelled round.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use crate::cluster::Cluster;
 use crate::config::{Config, cut, quote_resources, validate_resource, validate_resources};
 use crate::error::{Error, ErrorKind, Report, Result, Vote, with_summary};
+use crate::fair::{Fair, FairRound, LateReplies, QueueOp, Unanswered, dequeue_on};
 use crate::lock::{Kind, Lock, LockInner, LockState, release_on, seated_at_acquire};
 use crate::node::{Failure, Node};
 use crate::quorum::{self, Reply, Round, Tally, full_to_explain, split_vote};
@@ -95,10 +96,18 @@ fn checked_min_hold(
     let Some(hold) = min_hold.filter(|h| !h.is_zero()) else {
         return Ok(None);
     };
-    if matches!(kind, Kind::Permit { .. }) {
-        return Err(Error::invalid(
-            "min_hold: applies to locks, not to semaphore permits",
-        ));
+    match kind {
+        Kind::Lock => {}
+        Kind::Permit { .. } => {
+            return Err(Error::invalid(
+                "min_hold: applies to locks, not to semaphore permits",
+            ));
+        }
+        Kind::Read | Kind::Write => {
+            return Err(Error::invalid(
+                "min_hold: applies to locks, not to read-write locks",
+            ));
+        }
     }
     if hold > ttl {
         return Err(Error::invalid(format!(
@@ -144,6 +153,32 @@ pub(crate) async fn acquire_permit(
     acquire_kind(cluster, &[resource], Kind::Permit { limit }, ttl, options).await
 }
 
+/// Acquires the read (shared) or write (exclusive) side of the read-write lock `resource`.
+pub(crate) async fn acquire_rw(
+    cluster: &Arc<Cluster>,
+    resource: &str,
+    access: crate::lock::Access,
+    ttl: Duration,
+    options: AcquireOptions,
+) -> Result<Lock> {
+    validate_resource(resource)?;
+    if options.fair == Some(true) {
+        // The writer's mark already orders them: a waiting writer holds back new readers.
+        return Err(Error::invalid(
+            "fair: read-write locks order their waiters themselves (a waiting writer holds back new readers); fair queues apply to locks and semaphores",
+        ));
+    }
+    let kind = match access {
+        crate::lock::Access::Read => Kind::Read,
+        crate::lock::Access::Write => Kind::Write,
+    };
+    let options = AcquireOptions {
+        fair: Some(false),
+        ..options
+    };
+    acquire_kind(cluster, &[resource], kind, ttl, options).await
+}
+
 async fn acquire_kind<S: AsRef<str>>(
     cluster: &Arc<Cluster>,
     resources: &[S],
@@ -159,7 +194,7 @@ async fn acquire_kind<S: AsRef<str>>(
     let keys: Arc<[String]> = resources
         .iter()
         .map(|r| match kind {
-            Kind::Lock => cluster.key(r),
+            Kind::Lock | Kind::Read | Kind::Write => cluster.key(r),
             Kind::Permit { .. } => scripts::semaphore_key(&cluster.key(r)),
         })
         .collect();
@@ -169,6 +204,7 @@ async fn acquire_kind<S: AsRef<str>>(
         .then(|| Fair::new(&keys, cluster.config.effective_queue_timeout()));
     let request = Arc::new(AcquireRequest {
         min_hold,
+        mark_ttl: cluster.config.effective_queue_timeout(),
         ..AcquireRequest::new(
             keys.clone(),
             kind,
@@ -262,6 +298,10 @@ async fn acquire_kind<S: AsRef<str>>(
                 pause = pause.min(NEXT_POLL);
             }
         }
+        if request.kind == Kind::Write {
+            // Each round renews the writer's mark, which lives a queue timeout.
+            pause = pause.min(request.mark_ttl / 2);
+        }
         let mut last_chance = false;
         if let Some(d) = deadline {
             let left = d - now;
@@ -310,7 +350,8 @@ async fn acquire_kind<S: AsRef<str>>(
 }
 
 /// Ends a failed acquire: a fair waiter leaves the queue on every node first (a waiter
-/// that gives up leaves no entry behind); then the failure is counted and returned.
+/// that gives up leaves no entry behind), a writer takes its mark away; then the failure is
+/// counted and returned.
 async fn give_up(
     cluster: &Arc<Cluster>,
     guard: &mut CancelGuard,
@@ -322,6 +363,19 @@ async fn give_up(
             .request
             .leave_queue(&cluster.nodes, QueueOp::Leave)
             .await;
+    }
+    let req = &guard.request;
+    if req.kind == Kind::Write {
+        // A writer that gives up takes its mark away: the readers it held back may go.
+        release_on(
+            &cluster.nodes,
+            req.kind,
+            req.quorum,
+            &req.keys,
+            &req.token,
+            true,
+        )
+        .await;
     }
     guard.armed = false;
     count_failure(cluster, started, err)
@@ -380,7 +434,7 @@ async fn acquire_round(
     let n = cluster.nodes.len();
     let tally = match req.kind {
         _ if fair_round.is_some() => Tally::Fair,
-        Kind::Lock => Tally::Eligible,
+        Kind::Lock | Kind::Read | Kind::Write => Tally::Eligible,
         Kind::Permit { limit } => Tally::Permit {
             explained: full_to_explain(n, q, limit),
         },
@@ -388,7 +442,7 @@ async fn acquire_round(
     // A semaphore's limit as recorded by each node that refused because its holders use
     // another one (0: none).
     let in_use: Arc<[AtomicU32]> = match req.kind {
-        Kind::Lock => Arc::new([]),
+        Kind::Lock | Kind::Read | Kind::Write => Arc::new([]),
         Kind::Permit { .. } => (0..n).map(|_| AtomicU32::new(0)).collect(),
     };
     let mut round = quorum::run(&cluster.nodes, tally, q, t1, |node| {
@@ -570,6 +624,8 @@ async fn acquire_round(
     report.rounds = round_no;
     let what = match req.kind {
         Kind::Lock => quote_resources(resources),
+        Kind::Read => format!("a read lock of {}", quote_resources(resources)),
+        Kind::Write => format!("the write lock of {}", quote_resources(resources)),
         Kind::Permit { limit } => format!(
             "a permit of semaphore {} (limit {limit})",
             quote_resources(resources)
@@ -588,6 +644,7 @@ async fn acquire_round(
     let counts = Counts::of(&report, round.granted);
     let failure = match req.kind {
         Kind::Lock => lock_failure(q, &counts, req.fair.as_ref().is_some_and(Fair::was_behind)),
+        Kind::Read | Kind::Write => rw_failure(req.kind, q, &counts),
         Kind::Permit { limit } => permit_failure(
             q,
             limit,
@@ -612,7 +669,8 @@ async fn acquire_round(
         _ => false,
     };
     let against = match req.kind {
-        Kind::Lock => "held by another client",
+        Kind::Lock | Kind::Write => "held by another client",
+        Kind::Read => "held or awaited by a writer",
         Kind::Permit { .. } => "full",
     };
     let mut message = format!(
@@ -691,6 +749,30 @@ fn lock_failure(q: usize, c: &Counts, behind: bool) -> Option<(ErrorKind, String
     })
 }
 
+/// Why a read or write round that did not reach a quorum failed.
+fn rw_failure(kind: Kind, q: usize, c: &Counts) -> Option<(ErrorKind, String)> {
+    if c.granted >= q {
+        return None;
+    }
+    Some(if c.full == 0 {
+        (
+            ErrorKind::Unavailable,
+            "no quorum of eligible nodes answered".to_owned(),
+        )
+    } else if kind == Kind::Read {
+        (
+            ErrorKind::Contended,
+            "a writer (or a plain lock of the same name) holds it, or a writer is waiting for it"
+                .to_owned(),
+        )
+    } else {
+        (
+            ErrorKind::Contended,
+            "readers, another writer or a plain lock of the same name hold it".to_owned(),
+        )
+    })
+}
+
 /// Why a permit round that did not reach Q(limit) failed. Full nodes make it
 /// Contended, as a lock held elsewhere does; but only as many full nodes as `limit` permits
 /// held elsewhere would fill ([`full_to_explain`]) show that every permit is held. Fewer, when
@@ -740,37 +822,40 @@ fn permit_failure(q: usize, limit: u32, c: &Counts, behind: bool) -> Option<(Err
 async fn write_fence(cluster: &Cluster, req: &Arc<AcquireRequest>, f: u64, t1: Instant) -> Round {
     let f = f.to_string();
     let script = match req.kind {
-        Kind::Lock => &scripts::FENCE,
-        Kind::Permit { .. } => &scripts::SEM_FENCE,
+        Kind::Lock | Kind::Write => &scripts::FENCE,
+        Kind::Permit { .. } | Kind::Read => &scripts::SEM_FENCE,
     };
-    let cmd = Arc::new(scripts::evalsha(
-        script,
-        &req.script_keys(),
-        &[&req.token, f.as_str()],
-    ));
+    let mut keys = req.script_keys();
+    if req.kind == Kind::Read {
+        // The readers' sorted set holds the token, as a semaphore's does.
+        keys[0] = scripts::readers_key(&keys[0]);
+    }
+    let cmd = Arc::new(scripts::evalsha(script, &keys, &[&req.token, f.as_str()]));
     quorum::run_flag(&cluster.nodes, req.quorum, t1, cmd).await
 }
 
 /// Everything one acquire call sends, prepared once and cluster by its rounds.
-struct AcquireRequest {
-    kind: Kind,
+pub(crate) struct AcquireRequest {
+    pub(crate) kind: Kind,
     /// [`Kind::quorum`] of the manager's nodes.
-    quorum: usize,
+    pub(crate) quorum: usize,
     /// Shared with the lock it grants (no copy per call).
-    keys: Arc<[String]>,
-    token: Arc<str>,
-    ttl: Duration,
-    fencing: bool,
+    pub(crate) keys: Arc<[String]>,
+    pub(crate) token: Arc<str>,
+    pub(crate) ttl: Duration,
+    pub(crate) fencing: bool,
     /// The acquire script (all-or-nothing per node, fence counters), built when a node first
     /// needs it: a single-key lock on Redis 7+ never does.
-    script: OnceLock<redis::Cmd>,
+    pub(crate) script: OnceLock<redis::Cmd>,
     /// One key and no fencing: `SET key token NX PX ttl GET`, sent instead of the script to
     /// nodes that take it (Redis 7+).
-    set_nx_get: Option<redis::Cmd>,
+    pub(crate) set_nx_get: Option<redis::Cmd>,
     /// A fair acquire's place in line.
-    fair: Option<Fair>,
+    pub(crate) fair: Option<Fair>,
     /// The lock's minimum hold (checked: at most the ttl, a lock).
-    min_hold: Option<Duration>,
+    pub(crate) min_hold: Option<Duration>,
+    /// How long a waiting writer's mark holds back new readers after its last round.
+    pub(crate) mark_ttl: Duration,
 }
 
 impl AcquireRequest {
@@ -805,6 +890,7 @@ impl AcquireRequest {
             set_nx_get,
             fair,
             min_hold: None,
+            mark_ttl: Duration::ZERO,
         }
     }
 
@@ -821,9 +907,17 @@ impl AcquireRequest {
     fn script(&self) -> &redis::Cmd {
         self.script.get_or_init(|| {
             let mut keys = self.script_keys();
-            if let Kind::Permit { .. } = self.kind {
+            match self.kind {
                 // The semaphore key, its limit key, then (with fencing) its fence counter key.
-                keys.insert(1, scripts::limit_key(&self.keys[0]));
+                Kind::Permit { .. } => keys.insert(1, scripts::limit_key(&self.keys[0])),
+                // The lock key, its readers key, its writer mark key (then the fence counter).
+                Kind::Read => {
+                    keys.insert(1, scripts::readers_key(&self.keys[0]));
+                    keys.insert(2, scripts::writer_mark_key(&self.keys[0]));
+                }
+                // The lock key, its writer mark key (then the fence counter).
+                Kind::Write => keys.insert(1, scripts::writer_mark_key(&self.keys[0])),
+                Kind::Lock => {}
             }
             let ttl_ms = self.ttl.as_millis().to_string();
             let flag = if self.fencing { "1" } else { "0" };
@@ -836,12 +930,23 @@ impl AcquireRequest {
                     &keys,
                     &[&self.token, &ttl_ms, flag, &limit.to_string()],
                 ),
+                Kind::Read => {
+                    scripts::evalsha(&scripts::READ_ACQUIRE, &keys, &[&self.token, &ttl_ms, flag])
+                }
+                Kind::Write => {
+                    let mark_ms = self.mark_ttl.as_millis().max(1).to_string();
+                    scripts::evalsha(
+                        &scripts::WRITE_ACQUIRE,
+                        &keys,
+                        &[&self.token, &ttl_ms, flag, &mark_ms],
+                    )
+                }
             }
         })
     }
 
     /// Sends a [`QueueOp`] of this request's queue entries to `nodes` and waits for the round.
-    async fn leave_queue(&self, nodes: &[Arc<Node>], mode: QueueOp) {
+    pub(crate) async fn leave_queue(&self, nodes: &[Arc<Node>], mode: QueueOp) {
         let Some(fair) = &self.fair else { return };
         let cmd = Arc::new(fair.leave_cmd(self, mode));
         quorum::run(
@@ -860,268 +965,6 @@ impl AcquireRequest {
             },
         )
         .await;
-    }
-}
-
-/// What [`scripts::FAIR_LEAVE_SOURCE`] does with a waiter's queue entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum QueueOp {
-    /// The rollback of a failed round: the keys go, the place in line stays.
-    Requeue,
-    /// A waiter that gives up or is cancelled: the keys and the queue entries go.
-    Leave,
-    /// After a grant, where the grant left entries behind.
-    Dequeue,
-}
-
-/// One fair round: its command, and who deals with the replies that come after the grant.
-struct FairRound {
-    cmd: redis::Cmd,
-    late: LateReplies,
-}
-
-/// A fair round's replies, per node, between the round and its late replies: after a grant,
-/// whichever sees a node's refusal last (the granted round, or the reply that came after it)
-/// takes the waiter's entries out of that node's queue, once. A reply still out at the grant
-/// is usually a grant too, which needs nothing: no dequeue is sent on speculation.
-struct LateReplies(Vec<AtomicU8>);
-
-impl LateReplies {
-    const OPEN: u8 = 0;
-    const FOR: u8 = 1;
-    const NOT: u8 = 2;
-    /// The round was granted before this node answered.
-    const GRANTED: u8 = 3;
-
-    fn new(n: usize) -> Self {
-        LateReplies((0..n).map(|_| AtomicU8::new(Self::OPEN)).collect())
-    }
-
-    /// Records node `i`'s reply; true when the round was granted without it and the node did
-    /// not grant (the caller dequeues there).
-    fn left_behind(&self, i: usize, granted: bool) -> bool {
-        let mine = if granted { Self::FOR } else { Self::NOT };
-        self.0.get(i).is_some_and(|slot| {
-            slot.compare_exchange(Self::OPEN, mine, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-                && !granted
-        })
-    }
-
-    /// At a grant: the nodes that answered without granting (or failed), and those whose reply
-    /// arrived unseen with a refusal; replies still out are left to [`Self::left_behind`].
-    fn settle(&self, votes: &[Vote]) -> Vec<usize> {
-        votes
-            .iter()
-            .zip(&self.0)
-            .enumerate()
-            .filter(|(_, (vote, slot))| match vote {
-                Vote::For => false,
-                Vote::Pending => slot
-                    .compare_exchange(
-                        Self::OPEN,
-                        Self::GRANTED,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    )
-                    .is_err_and(|seen| seen != Self::FOR),
-                _ => true,
-            })
-            .map(|(i, _)| i)
-            .collect()
-    }
-}
-
-/// Takes a granted fair request's entries out of the queues of `nodes`, in the background.
-fn dequeue_on(req: &Arc<AcquireRequest>, nodes: Vec<Arc<Node>>) {
-    let Some(rt) = nodes.first().map(|n| n.runtime().clone()) else {
-        return;
-    };
-    let req = req.clone();
-    rt.spawn(async move { req.leave_queue(&nodes, QueueOp::Dequeue).await });
-}
-
-/// A fair round's request to one node, while its reply is out.
-struct Unanswered {
-    round: Arc<FairRound>,
-    i: usize,
-    node: Arc<Node>,
-    req: Arc<AcquireRequest>,
-    answered: bool,
-}
-
-impl Drop for Unanswered {
-    fn drop(&mut self) {
-        let granted_without = !self.answered
-            && self.round.late.0.get(self.i).is_some_and(|slot| {
-                slot.compare_exchange(
-                    LateReplies::GRANTED,
-                    LateReplies::NOT,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
-            });
-        if granted_without {
-            dequeue_on(&self.req, vec![self.node.clone()]);
-        }
-    }
-}
-
-/// A fair acquire's place in line: the queue, heartbeat and ticket keys of each lock key, and
-/// the ticket (0 until a node has handed one out; then the largest seen, so that every node
-/// ranks the waiter alike from its second round on).
-struct Fair {
-    /// The lock keys, their queue keys, heartbeat keys and ticket counter keys.
-    keys: Vec<String>,
-    timeout: Duration,
-    ticket: AtomicU64,
-    /// A node refused because an earlier ticket was in line (not only because of a holder).
-    behind: AtomicBool,
-    /// Nodes of the last round on which the waiter headed the queue behind the holder.
-    next_on: AtomicUsize,
-    /// Since when (the start of the first of them) and for how many rounds in a row the
-    /// waiter's rounds reached fewer nodes than the quorum.
-    unreachable: Mutex<Option<(Instant, u32)>>,
-    /// The last round stepped the waiter out of line (see [`Fair::out_of_reach`]).
-    out: AtomicBool,
-}
-
-impl Fair {
-    fn new(keys: &[String], timeout: Duration) -> Fair {
-        let mut all = keys.to_vec();
-        all.extend(keys.iter().map(|k| scripts::queue_key(k)));
-        all.extend(keys.iter().map(|k| scripts::beats_key(k)));
-        all.extend(keys.iter().map(|k| scripts::ticket_key(k)));
-        Fair {
-            keys: all,
-            timeout,
-            ticket: AtomicU64::new(0),
-            behind: AtomicBool::new(false),
-            next_on: AtomicUsize::new(0),
-            unreachable: Mutex::new(None),
-            out: AtomicBool::new(false),
-        }
-    }
-
-    /// Notes whether the round that started at `started` reached fewer nodes than the quorum,
-    /// and says whether the waiter steps out of line: at least [`STEP_OUT_ROUNDS`] such rounds
-    /// in a row, the first of them a whole queue timeout ago.
-    fn out_of_reach(&self, out_of_reach: bool, started: Instant) -> bool {
-        let mut u = self.unreachable.lock().unwrap_or_else(|p| p.into_inner());
-        let out = if out_of_reach {
-            let (since, rounds) = u.get_or_insert((started, 0));
-            *rounds += 1;
-            *rounds >= STEP_OUT_ROUNDS && Instant::now().duration_since(*since) >= self.timeout
-        } else {
-            *u = None;
-            false
-        };
-        self.out.store(out, Ordering::Release);
-        out
-    }
-
-    /// Whether the last round stepped the waiter out of line (see [`Fair::out_of_reach`]).
-    fn stepped_out(&self) -> bool {
-        self.out.load(Ordering::Acquire)
-    }
-
-    /// The ticket by which this process ranks the waiter among its own fair waiters: a waiter
-    /// out of line comes after every other (the wake-up of a release goes to one that can use
-    /// it).
-    fn rank(&self) -> u64 {
-        if self.stepped_out() {
-            u64::MAX
-        } else {
-            self.ticket()
-        }
-    }
-
-    /// Notes a node's refusal: 0 = held, and this waiter is next; 1 = free, but earlier tickets
-    /// wait; 2 = held, and earlier tickets wait.
-    fn refused(&self, why: i64) {
-        if why == 0 {
-            self.next_on.fetch_add(1, Ordering::AcqRel);
-        } else {
-            self.behind.store(true, Ordering::Release);
-        }
-    }
-
-    /// Whether a quorum of the last round's nodes had this waiter next in line (resets).
-    fn is_next(&self, quorum: usize) -> bool {
-        self.next_on.swap(0, Ordering::AcqRel) >= quorum
-    }
-
-    fn was_behind(&self) -> bool {
-        self.behind.swap(false, Ordering::AcqRel)
-    }
-
-    fn ticket(&self) -> u64 {
-        self.ticket.load(Ordering::Acquire)
-    }
-
-    fn saw_ticket(&self, ticket: i64) {
-        if ticket > 0 {
-            self.ticket.fetch_max(ticket as u64, Ordering::AcqRel);
-        }
-    }
-
-    fn timeout_ms(&self) -> String {
-        self.timeout.as_millis().max(1).to_string()
-    }
-
-    /// This round's fair acquire: the ticket known so far (0 in the first round).
-    fn acquire_cmd(&self, req: &AcquireRequest) -> redis::Cmd {
-        let n = req.keys.len().to_string();
-        let mut keys = self.keys.clone();
-        if req.fencing {
-            keys.extend(req.keys.iter().map(|k| scripts::fence_key(k)));
-        }
-        let ttl_ms = req.ttl.as_millis().to_string();
-        let flag = if req.fencing { "1" } else { "0" };
-        let ticket = self.ticket().to_string();
-        let clock = unix_micros().to_string();
-        let timeout = self.timeout_ms();
-        let mut args = vec![
-            &req.token,
-            ttl_ms.as_str(),
-            timeout.as_str(),
-            n.as_str(),
-            flag,
-            ticket.as_str(),
-            clock.as_str(),
-        ];
-        let limit;
-        let script = match req.kind {
-            Kind::Lock => &scripts::FAIR_ACQUIRE,
-            Kind::Permit { limit: l } => {
-                limit = l.to_string();
-                args.push(limit.as_str());
-                keys.push(scripts::limit_key(&req.keys[0]));
-                &scripts::SEM_FAIR_ACQUIRE
-            }
-        };
-        scripts::evalsha(script, &keys, &args)
-    }
-
-    fn leave_cmd(&self, req: &AcquireRequest, mode: QueueOp) -> redis::Cmd {
-        let n = req.keys.len().to_string();
-        let ticket = self.ticket().to_string();
-        let mode = match mode {
-            QueueOp::Requeue => "requeue",
-            QueueOp::Leave => "leave",
-            QueueOp::Dequeue => "dequeue",
-        };
-        let kind = match req.kind {
-            Kind::Lock => "lock",
-            Kind::Permit { .. } => "permit",
-        };
-        let timeout = self.timeout_ms();
-        scripts::evalsha(
-            &scripts::FAIR_LEAVE,
-            &self.keys,
-            &[&req.token, mode, &timeout, &n, &ticket, kind],
-        )
     }
 }
 
@@ -1145,22 +988,19 @@ impl Drop for CancelGuard {
                 req.leave_queue(&cluster.nodes, QueueOp::Leave).await;
                 return;
             }
+            // A cancelled writer's mark goes too (a rollback keeps it: the writer still waits).
             release_on(
                 &cluster.nodes,
                 req.kind,
                 req.quorum,
                 &req.keys,
                 &req.token,
-                false,
+                req.kind == Kind::Write,
             )
             .await;
         });
     }
 }
-
-/// How many rounds in a row (spanning a queue timeout) a fair waiter must fail to reach a quorum
-/// before it steps out of line.
-const STEP_OUT_ROUNDS: u32 = 3;
 
 /// The longest pause of the fair waiter next in line between two rounds.
 const NEXT_POLL: Duration = Duration::from_millis(20);
@@ -1188,64 +1028,9 @@ fn retry_pause(config: &Config) -> Duration {
     Duration::from_secs_f64((delay + jitter * (2.0 * u - 1.0)).max(0.0))
 }
 
-fn unix_micros() -> u64 {
+pub(crate) fn unix_micros() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
         .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_grant_dequeues_each_node_that_did_not_grant_exactly_once() {
-        let late = LateReplies::new(5);
-        // Node 2 answered "no" before the grant but unseen by the round; 3 and 4 are still out.
-        assert!(!late.left_behind(2, false));
-        let votes = [
-            Vote::For,
-            Vote::Against,
-            Vote::Pending,
-            Vote::Pending,
-            Vote::Pending,
-        ];
-        assert_eq!(late.settle(&votes), vec![1, 2]);
-        // The late replies: a grant needs nothing, a refusal is dequeued by its reply.
-        assert!(!late.left_behind(3, true));
-        assert!(late.left_behind(4, false));
-        // A failed round's late replies dequeue nothing (its rollback covered them).
-        let failed = LateReplies::new(2);
-        assert!(!failed.left_behind(0, false) && !failed.left_behind(1, true));
-    }
-
-    #[test]
-    fn a_fair_waiter_steps_out_only_after_rounds_out_of_reach_for_a_queue_timeout() {
-        let timeout = Duration::from_millis(40);
-        let fair = Fair::new(&["k".to_owned()], timeout);
-        fair.saw_ticket(7);
-        let t0 = Instant::now();
-        // Rounds out of reach, but fewer than a queue timeout ago: the waiter keeps its place.
-        assert!(!fair.out_of_reach(true, t0));
-        assert!(!fair.out_of_reach(true, t0));
-        assert!(!fair.out_of_reach(true, t0));
-        assert!(!fair.stepped_out());
-        assert_eq!(fair.rank(), 7);
-        // A round that reaches a quorum starts the count again.
-        assert!(!fair.out_of_reach(false, t0));
-        std::thread::sleep(timeout);
-        let t1 = Instant::now();
-        assert!(!fair.out_of_reach(true, t1));
-        std::thread::sleep(timeout);
-        // Two rounds spanning the timeout are not enough: one slow round must not count.
-        assert!(!fair.out_of_reach(true, Instant::now()));
-        assert!(fair.out_of_reach(true, Instant::now()));
-        assert!(fair.stepped_out());
-        assert_eq!(fair.rank(), u64::MAX, "last of its process's line");
-        // Back in reach: back in line with its ticket.
-        assert!(!fair.out_of_reach(false, Instant::now()));
-        assert!(!fair.stepped_out());
-        assert_eq!(fair.rank(), 7);
-    }
 }

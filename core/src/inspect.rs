@@ -1,5 +1,6 @@
 //! Who holds a resource on each node (`ironlock status`, Python `inspect`): the lock's token, and
-//! the permits of the semaphore of the same name with the limit it is in use with.
+//! the permits of the semaphore of the same name with the limit it is in use with, and the readers
+//! and waiting writer of the read-write lock of that name.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,8 @@ use crate::scripts;
 pub struct Holder {
     /// URL with the password redacted.
     pub url: String,
-    /// The token stored under the lock key, if any.
+    /// The token stored under the lock key, if any: a plain lock's or a writer's (`None` while
+    /// readers hold the key: see `readers`).
     pub token: Option<String>,
     /// The lock key's remaining time to live, if the key exists.
     pub ttl: Option<Duration>,
@@ -24,11 +26,17 @@ pub struct Holder {
     /// The limit the semaphore is in use with on this node, while it has holders (see
     /// [`scripts::limit_key`]).
     pub limit: Option<u32>,
+    /// The unexpired readers of the read-write lock of this name on this node, longest-lived
+    /// first (the lock key then holds the readers' marker, and expires with the last of them).
+    pub readers: Vec<Permit>,
+    /// The token of a writer waiting for the read-write lock of this name (it holds back new
+    /// readers), if any.
+    pub writer_waiting: Option<String>,
     /// The error, if the node could not be asked.
     pub error: Option<String>,
 }
 
-/// One permit of a semaphore on one node.
+/// One permit of a semaphore (or one reader of a read-write lock) on one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Permit {
     /// The permit's token.
@@ -47,7 +55,9 @@ pub(crate) async fn inspect(cluster: &Arc<Cluster>, resource: &str) -> Result<Ve
         .pttl(&key)
         .cmd("TIME")
         .zrange_withscores(&sem, 0, -1)
-        .get(scripts::limit_key(&sem));
+        .get(scripts::limit_key(&sem))
+        .zrange_withscores(scripts::readers_key(&key), 0, -1)
+        .get(scripts::writer_mark_key(&key));
     let pipe = &pipe;
     let asks = cluster.nodes.iter().map(|node| async move {
         let mut holder = Holder {
@@ -56,6 +66,8 @@ pub(crate) async fn inspect(cluster: &Arc<Cluster>, resource: &str) -> Result<Ve
             ttl: None,
             permits: Vec::new(),
             limit: None,
+            readers: Vec::new(),
+            writer_waiting: None,
             error: None,
         };
         type Reply = (
@@ -64,21 +76,17 @@ pub(crate) async fn inspect(cluster: &Arc<Cluster>, resource: &str) -> Result<Ve
             (u64, u64),
             Vec<(String, f64)>,
             Option<String>,
+            Vec<(String, f64)>,
+            Option<String>,
         );
         match node.query_pipe::<Reply>(pipe).await {
-            Ok((token, pttl, (secs, micros), permits, limit)) => {
-                holder.token = token;
+            Ok((token, pttl, (secs, micros), permits, limit, readers, writer)) => {
+                holder.token = token.filter(|t| t != scripts::READERS_VALUE);
                 holder.ttl = (pttl >= 0).then(|| Duration::from_millis(pttl as u64));
                 let now_ms = (secs * 1000 + micros / 1000) as f64;
-                holder.permits = permits
-                    .into_iter()
-                    .filter(|(_, expiry)| *expiry > now_ms)
-                    .map(|(token, expiry)| Permit {
-                        token,
-                        ttl: Duration::from_millis((expiry - now_ms) as u64),
-                    })
-                    .collect();
-                holder.permits.sort_by_key(|p| std::cmp::Reverse(p.ttl));
+                holder.permits = live(permits, now_ms);
+                holder.readers = live(readers, now_ms);
+                holder.writer_waiting = writer;
                 holder.limit = limit
                     .and_then(|l| l.parse().ok())
                     .filter(|_| !holder.permits.is_empty());
@@ -88,4 +96,19 @@ pub(crate) async fn inspect(cluster: &Arc<Cluster>, resource: &str) -> Result<Ve
         holder
     });
     Ok(futures_util::future::join_all(asks).await)
+}
+
+/// The unexpired members of a sorted set of tokens scored with their expiry (node time, ms),
+/// longest-lived first.
+fn live(members: Vec<(String, f64)>, now_ms: f64) -> Vec<Permit> {
+    let mut live: Vec<Permit> = members
+        .into_iter()
+        .filter(|(_, expiry)| *expiry > now_ms)
+        .map(|(token, expiry)| Permit {
+            token,
+            ttl: Duration::from_millis((expiry - now_ms) as u64),
+        })
+        .collect();
+    live.sort_by_key(|p| std::cmp::Reverse(p.ttl));
+    live
 }

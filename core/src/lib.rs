@@ -34,6 +34,7 @@ mod config;
 mod drain;
 pub mod driven;
 mod error;
+mod fair;
 mod inspect;
 mod lock;
 mod manager;
@@ -58,8 +59,8 @@ pub use config::{
 pub use drain::{drain, drain_blocking};
 pub use error::{Error, ErrorKind, NodeReport, Report, Result, Vote};
 pub use inspect::{Holder, Permit};
-pub use lock::{KeepAlive, Lock, Released};
-pub use manager::{LockManager, Semaphore};
+pub use lock::{Access, KeepAlive, Lock, Released};
+pub use manager::{LockManager, RwLock, Semaphore};
 pub use node::NodeStatus;
 pub use quorum::{classify, drift, fence, quorum, restart_quarantine, semaphore_quorum, validity};
 pub use settings::{

@@ -43,18 +43,21 @@ pub(crate) fn seated_at_acquire(cluster: &Cluster) -> Vec<u64> {
     cluster.nodes.iter().map(|node| node.data_epoch()).collect()
 }
 
-/// What a [`Lock`] holds: the lock of its resources, or one permit of a semaphore.
+/// What a [`Lock`] holds: the lock of its resources, one permit of a semaphore, or the shared
+/// (read) or exclusive (write) side of a read-write lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Lock,
     Permit { limit: u32 },
+    Read,
+    Write,
 }
 
 impl Kind {
     /// The nodes that must agree: the majority for a lock, Q(limit) for a permit.
     pub(crate) fn quorum(self, nodes: usize) -> usize {
         match self {
-            Kind::Lock => quorum::quorum(nodes),
+            Kind::Lock | Kind::Read | Kind::Write => quorum::quorum(nodes),
             Kind::Permit { limit } => quorum::semaphore_quorum(nodes, limit),
         }
     }
@@ -66,6 +69,12 @@ impl Kind {
             Kind::Lock => scripts::evalsha(&scripts::RELEASE, keys, &[token, flag]),
             Kind::Permit { .. } => {
                 scripts::evalsha(&scripts::SEM_RELEASE, &permit_keys(keys), &[token, flag])
+            }
+            Kind::Read => {
+                scripts::evalsha(&scripts::READ_RELEASE, &read_keys(keys), &[token, flag])
+            }
+            Kind::Write => {
+                scripts::evalsha(&scripts::WRITE_RELEASE, &write_keys(keys), &[token, flag])
             }
         }
     }
@@ -80,8 +89,58 @@ impl Kind {
                 &permit_keys(keys),
                 &[token, ttl_ms, flag, &limit.to_string()],
             ),
+            Kind::Read => scripts::evalsha(
+                &scripts::READ_EXTEND,
+                &read_keys(keys),
+                &[token, ttl_ms, flag],
+            ),
+            // The writer's key is a plain lock key holding its token.
+            Kind::Write => scripts::evalsha(&scripts::EXTEND, keys, &[token, ttl_ms, flag]),
         }
     }
+
+    /// The read or write side of a read-write lock.
+    pub(crate) fn access(self) -> Option<Access> {
+        match self {
+            Kind::Read => Some(Access::Read),
+            Kind::Write => Some(Access::Write),
+            Kind::Lock | Kind::Permit { .. } => None,
+        }
+    }
+}
+
+/// Which side of a read-write lock ([`LockManager::rw_lock`](crate::LockManager::rw_lock)) a
+/// [`Lock`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Shared with other readers; excludes writers and plain locks of the same name.
+    Read,
+    /// Exclusive: excludes readers, other writers and plain locks of the same name.
+    Write,
+}
+
+impl Access {
+    /// `"read"` or `"write"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+        }
+    }
+}
+
+/// A read's script keys: the lock key and its readers key ([`scripts::readers_key`]).
+pub(crate) fn read_keys(keys: &[String]) -> [String; 2] {
+    let key = keys.first().cloned().unwrap_or_default();
+    let readers = scripts::readers_key(&key);
+    [key, readers]
+}
+
+/// A write's release keys: the lock key and its writer mark key ([`scripts::writer_mark_key`]).
+pub(crate) fn write_keys(keys: &[String]) -> [String; 2] {
+    let key = keys.first().cloned().unwrap_or_default();
+    let mark = scripts::writer_mark_key(&key);
+    [key, mark]
 }
 
 /// A permit's script keys: the semaphore key and its limit key ([`scripts::limit_key`]).
@@ -135,9 +194,15 @@ impl Lock {
     /// the semaphore's limit; `None` for a lock.
     pub fn limit(&self) -> Option<u32> {
         match self.inner.kind {
-            Kind::Lock => None,
             Kind::Permit { limit } => Some(limit),
+            Kind::Lock | Kind::Read | Kind::Write => None,
         }
+    }
+
+    /// For a read-write lock ([`LockManager::rw_lock`](crate::LockManager::rw_lock)): whether
+    /// this is a read or a write; `None` for a lock or a permit.
+    pub fn access(&self) -> Option<Access> {
+        self.inner.kind.access()
     }
 
     /// The nodes that must agree for this lock (or permit) to be granted, extended and held.

@@ -9,7 +9,7 @@ use crate::cluster::Cluster;
 use crate::config::{Config, validate_resources};
 use crate::error::{Error, ErrorKind, Result};
 use crate::inspect::Holder;
-use crate::lock::{Kind, Lock, Released, release_round, released};
+use crate::lock::{Access, Kind, Lock, Released, release_round, released};
 use crate::node::NodeStatus;
 use crate::quorum::Tally;
 use crate::stats::Stats;
@@ -177,6 +177,20 @@ impl LockManager {
         }
     }
 
+    /// The read-write lock `resource`: [`RwLock::read`] is shared with other readers,
+    /// [`RwLock::write`] excludes readers and other writers, and a plain lock of the same name
+    /// excludes both (the writer's key is the lock's own key; while readers hold, it holds a
+    /// marker that no token equals). A writer that is waiting holds back new readers (its mark,
+    /// renewed by its rounds, lives a queue timeout), so writers never starve. Both sides are
+    /// [`Lock`]s (ttl, validity, extend, release, auto-extension, fencing, the lost signal, the
+    /// report) granted by the same majority as a lock.
+    pub fn rw_lock(&self, resource: impl Into<String>) -> RwLock {
+        RwLock {
+            manager: self.clone(),
+            resource: resource.into(),
+        }
+    }
+
     /// Acquires, runs `work` while the lock is extended in the background, then releases.
     /// `work` receives the lock: select on [`Lock::lost`] to stop at once when it is lost.
     /// Returns `Lost` (and discards the work's output) when the loss rule of
@@ -205,6 +219,12 @@ impl LockManager {
         validate_resources(resources)?;
         if token.is_empty() {
             return Err(Error::invalid("token: empty"));
+        }
+        if token.contains(' ') {
+            // No token holds a space; the readers of a read-write lock mark its key with one.
+            return Err(Error::invalid(
+                "token: holds a space, which no lock token does",
+            ));
         }
         let keys: Vec<String> = resources
             .iter()
@@ -352,5 +372,53 @@ impl Semaphore {
             options,
         )
         .await
+    }
+}
+
+/// A read-write lock across the quorum ([`LockManager::rw_lock`]). Cheap to clone.
+#[derive(Clone)]
+pub struct RwLock {
+    manager: LockManager,
+    resource: String,
+}
+
+impl std::fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RwLock")
+            .field("resource", &self.resource)
+            .finish()
+    }
+}
+
+impl RwLock {
+    /// The resource name, as given.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// Acquires a read (shared) lock for `ttl` with the manager's retry settings.
+    pub async fn read(&self, ttl: Duration) -> Result<Lock> {
+        self.read_with(ttl, AcquireOptions::default()).await
+    }
+
+    /// Acquires a read lock for `ttl` (cancel-safe as [`LockManager::acquire_with`]); fails
+    /// with `Contended` while a writer or a plain lock holds the resource or a writer waits for
+    /// it. `fair` and `min_hold` are refused (`InvalidArgument`).
+    pub async fn read_with(&self, ttl: Duration, options: AcquireOptions) -> Result<Lock> {
+        let cluster = &self.manager.cluster;
+        acquire::acquire_rw(cluster, &self.resource, Access::Read, ttl, options).await
+    }
+
+    /// Acquires the write (exclusive) lock for `ttl` with the manager's retry settings.
+    pub async fn write(&self, ttl: Duration) -> Result<Lock> {
+        self.write_with(ttl, AcquireOptions::default()).await
+    }
+
+    /// Acquires the write lock for `ttl` (cancel-safe as [`LockManager::acquire_with`]); fails
+    /// with `Contended` while readers, another writer or a plain lock hold the resource. While
+    /// it waits, new readers are refused. `fair` and `min_hold` are refused (`InvalidArgument`).
+    pub async fn write_with(&self, ttl: Duration, options: AcquireOptions) -> Result<Lock> {
+        let cluster = &self.manager.cluster;
+        acquire::acquire_rw(cluster, &self.resource, Access::Write, ttl, options).await
     }
 }

@@ -142,14 +142,25 @@ async fn run(sc: Value, mut cluster: common::Cluster, user: Option<&'static str>
                 };
                 let ttl = ms(&step["ttl_ms"]);
                 // `limit`: a permit of the semaphore resources[0] (SPEC §11).
-                let r = match step.get("limit").and_then(Value::as_u64) {
-                    Some(limit) => {
+                // `access`: the read or write side of the read-write lock resources[0].
+                let access = step.get("access").and_then(Value::as_str);
+                let r = match (step.get("limit").and_then(Value::as_u64), access) {
+                    (Some(limit), _) => {
                         manager
                             .semaphore(resources[0].as_str(), limit as u32)
                             .acquire_with(ttl, options)
                             .await
                     }
-                    None => manager.acquire_with(&resources, ttl, options).await,
+                    (None, Some("read")) => {
+                        let rw = manager.rw_lock(resources[0].as_str());
+                        rw.read_with(ttl, options).await
+                    }
+                    (None, Some("write")) => {
+                        let rw = manager.rw_lock(resources[0].as_str());
+                        rw.write_with(ttl, options).await
+                    }
+                    (None, Some(other)) => panic!("{ctx}: unknown access {other:?}"),
+                    (None, None) => manager.acquire_with(&resources, ttl, options).await,
                 };
                 let (got, report) = match &r {
                     Ok(l) => ("ok".to_owned(), Some(l.report())),
