@@ -80,6 +80,21 @@ async fn a_cluster_voter_locks_any_name_and_keeps_exclusion_through_a_shard_fail
     let b = sem.acquire(MAX_TTL).await.expect("permit 2");
     a.release().await;
     b.release().await;
+    // A read-write lock on a cluster voter: its keys share the lock key's slot.
+    let rw = manager.rw_lock(unique("cl-rw"));
+    let r1 = rw.read(MAX_TTL).await.expect("read 1");
+    let r2 = rw.read(MAX_TTL).await.expect("readers share");
+    let e = rw
+        .write_with(MAX_TTL, AcquireOptions::try_once())
+        .await
+        .expect_err("readers hold");
+    assert_eq!(e.kind(), ErrorKind::Contended, "{e}");
+    assert_eq!(get(&c, rw.resource()).trim_end(), "$16\r\nironlock readers");
+    r1.release().await;
+    r2.release().await;
+    let w = rw.write(MAX_TTL).await.expect("the write lock");
+    assert!(get(&c, rw.resource()).contains(w.token()));
+    assert!(w.release().await.held);
 
     // Resources in different slots cannot be one request on a cluster; with a common hash
     // tag they can.
