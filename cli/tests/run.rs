@@ -589,6 +589,15 @@ fn readers_run_together_and_a_writer_runs_alone() {
         LIMIT,
     );
     assert_eq!(code(&plain), 1, "stderr: {}", stderr(&plain));
+    // `status` shows the reader a quorum holds, not a token under the key.
+    let status = finish(
+        spawn(ironlock(&urls).args(["status", "--json", &key])),
+        LIMIT,
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout(&status).trim()).expect("json");
+    assert_eq!(v["readers"].as_array().map(Vec::len), Some(1), "{v}");
+    assert!(v["holder"].is_null(), "{v}");
+    assert_eq!(v["nodes"][0]["readers"][0]["token"], v["readers"][0], "{v}");
     let out = finish(holder, LIMIT);
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
     for flags in [
