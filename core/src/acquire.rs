@@ -11,7 +11,7 @@ use crate::cluster::Cluster;
 use crate::config::{Config, cut, quote_resources, validate_resource, validate_resources};
 use crate::error::{Error, ErrorKind, Report, Result, Vote, with_summary};
 use crate::fair::{Fair, FairRound, LateReplies, QueueOp, Unanswered, dequeue_on};
-use crate::lock::{Kind, Lock, LockInner, LockState, release_on, seated_at_acquire};
+use crate::lock::{Kind, Lock, LockInner, LockState, loss_margin, release_on, seated_at_acquire};
 use crate::node::{Failure, Node};
 use crate::quorum::{self, Reply, Round, Tally, full_to_explain, split_vote};
 use crate::scripts;
@@ -108,6 +108,11 @@ fn checked_min_hold(
                 "min_hold: applies to locks, not to read-write locks",
             ));
         }
+        Kind::Leader => {
+            return Err(Error::invalid(
+                "min_hold: applies to locks, not to elections",
+            ));
+        }
     }
     if hold > ttl {
         return Err(Error::invalid(format!(
@@ -130,7 +135,7 @@ pub(crate) async fn acquire<S: AsRef<str>>(
     ttl: Duration,
     options: AcquireOptions,
 ) -> Result<Lock> {
-    acquire_kind(cluster, resources, Kind::Lock, ttl, options).await
+    acquire_kind(cluster, resources, Kind::Lock, ttl, options, None).await
 }
 
 /// The largest semaphore limit (more permits than this is not a mutual exclusion problem).
@@ -150,7 +155,15 @@ pub(crate) async fn acquire_permit(
             "limit: must be between 1 and {MAX_SEMAPHORE_LIMIT}, got {limit}"
         )));
     }
-    acquire_kind(cluster, &[resource], Kind::Permit { limit }, ttl, options).await
+    acquire_kind(
+        cluster,
+        &[resource],
+        Kind::Permit { limit },
+        ttl,
+        options,
+        None,
+    )
+    .await
 }
 
 /// Acquires the read (shared) or write (exclusive) side of the read-write lock `resource`.
@@ -176,7 +189,26 @@ pub(crate) async fn acquire_rw(
         fair: Some(false),
         ..options
     };
-    acquire_kind(cluster, &[resource], kind, ttl, options).await
+    acquire_kind(cluster, &[resource], kind, ttl, options, None).await
+}
+
+/// Waits in line (fair, fenced) for the leadership of election `name`, for at most `wait`
+/// (`None`: as long as it takes); the grant writes `value` with its term.
+pub(crate) async fn acquire_leadership(
+    cluster: &Arc<Cluster>,
+    name: &str,
+    value: Arc<str>,
+    ttl: Duration,
+    wait: Option<Duration>,
+) -> Result<Lock> {
+    validate_resource(name)?;
+    let options = AcquireOptions {
+        wait: Some(wait.unwrap_or(Duration::MAX)),
+        fencing: true,
+        fair: Some(true),
+        ..AcquireOptions::default()
+    };
+    acquire_kind(cluster, &[name], Kind::Leader, ttl, options, Some(value)).await
 }
 
 async fn acquire_kind<S: AsRef<str>>(
@@ -185,6 +217,7 @@ async fn acquire_kind<S: AsRef<str>>(
     kind: Kind,
     ttl: Duration,
     options: AcquireOptions,
+    value: Option<Arc<str>>,
 ) -> Result<Lock> {
     validate_resources(resources)?;
     cluster.config.check_ttl("ttl", ttl)?;
@@ -194,7 +227,7 @@ async fn acquire_kind<S: AsRef<str>>(
     let keys: Arc<[String]> = resources
         .iter()
         .map(|r| match kind {
-            Kind::Lock | Kind::Read | Kind::Write => cluster.key(r),
+            Kind::Lock | Kind::Read | Kind::Write | Kind::Leader => cluster.key(r),
             Kind::Permit { .. } => scripts::semaphore_key(&cluster.key(r)),
         })
         .collect();
@@ -205,6 +238,7 @@ async fn acquire_kind<S: AsRef<str>>(
     let request = Arc::new(AcquireRequest {
         min_hold,
         mark_ttl: cluster.config.effective_queue_timeout(),
+        value,
         ..AcquireRequest::new(
             keys.clone(),
             kind,
@@ -434,7 +468,7 @@ async fn acquire_round(
     let n = cluster.nodes.len();
     let tally = match req.kind {
         _ if fair_round.is_some() => Tally::Fair,
-        Kind::Lock | Kind::Read | Kind::Write => Tally::Eligible,
+        Kind::Lock | Kind::Read | Kind::Write | Kind::Leader => Tally::Eligible,
         Kind::Permit { limit } => Tally::Permit {
             explained: full_to_explain(n, q, limit),
         },
@@ -442,7 +476,7 @@ async fn acquire_round(
     // A semaphore's limit as recorded by each node that refused because its holders use
     // another one (0: none).
     let in_use: Arc<[AtomicU32]> = match req.kind {
-        Kind::Lock | Kind::Read | Kind::Write => Arc::new([]),
+        Kind::Lock | Kind::Read | Kind::Write | Kind::Leader => Arc::new([]),
         Kind::Permit { .. } => (0..n).map(|_| AtomicU32::new(0)).collect(),
     };
     let mut round = quorum::run(&cluster.nodes, tally, q, t1, |node| {
@@ -575,7 +609,7 @@ async fn acquire_round(
                 fence,
                 state: Mutex::new(LockState {
                     ttl: req.ttl,
-                    deadline: t1 + req.ttl - drift,
+                    deadline: t1 + req.ttl - drift - loss_margin(req.kind, req.ttl),
                     extensions: 0,
                     released: false,
                     report,
@@ -626,6 +660,7 @@ async fn acquire_round(
         Kind::Lock => quote_resources(resources),
         Kind::Read => format!("a read lock of {}", quote_resources(resources)),
         Kind::Write => format!("the write lock of {}", quote_resources(resources)),
+        Kind::Leader => format!("the leadership of election {}", quote_resources(resources)),
         Kind::Permit { limit } => format!(
             "a permit of semaphore {} (limit {limit})",
             quote_resources(resources)
@@ -643,7 +678,9 @@ async fn acquire_round(
     }
     let counts = Counts::of(&report, round.granted);
     let failure = match req.kind {
-        Kind::Lock => lock_failure(q, &counts, req.fair.as_ref().is_some_and(Fair::was_behind)),
+        Kind::Lock | Kind::Leader => {
+            lock_failure(q, &counts, req.fair.as_ref().is_some_and(Fair::was_behind))
+        }
         Kind::Read | Kind::Write => rw_failure(req.kind, q, &counts),
         Kind::Permit { limit } => permit_failure(
             q,
@@ -669,7 +706,7 @@ async fn acquire_round(
         _ => false,
     };
     let against = match req.kind {
-        Kind::Lock | Kind::Write => "held by another client",
+        Kind::Lock | Kind::Write | Kind::Leader => "held by another client",
         Kind::Read => "held or awaited by a writer",
         Kind::Permit { .. } => "full",
     };
@@ -824,13 +861,21 @@ async fn write_fence(cluster: &Cluster, req: &Arc<AcquireRequest>, f: u64, t1: I
     let script = match req.kind {
         Kind::Lock | Kind::Write => &scripts::FENCE,
         Kind::Permit { .. } | Kind::Read => &scripts::SEM_FENCE,
+        Kind::Leader => &scripts::LEADER_FENCE,
     };
     let mut keys = req.script_keys();
-    if req.kind == Kind::Read {
+    let mut args = vec![&*req.token, f.as_str()];
+    match req.kind {
         // The readers' sorted set holds the token, as a semaphore's does.
-        keys[0] = scripts::readers_key(&keys[0]);
+        Kind::Read => keys[0] = scripts::readers_key(&keys[0]),
+        // A leader's grant also writes its record: the term is the fence, with its value.
+        Kind::Leader => {
+            keys.push(scripts::leader_key(&req.keys[0]));
+            args.push(req.value.as_deref().unwrap_or(""));
+        }
+        _ => {}
     }
-    let cmd = Arc::new(scripts::evalsha(script, &keys, &[&req.token, f.as_str()]));
+    let cmd = Arc::new(scripts::evalsha(script, &keys, &args));
     quorum::run_flag(&cluster.nodes, req.quorum, t1, cmd).await
 }
 
@@ -856,6 +901,8 @@ pub(crate) struct AcquireRequest {
     pub(crate) min_hold: Option<Duration>,
     /// How long a waiting writer's mark holds back new readers after its last round.
     pub(crate) mark_ttl: Duration,
+    /// A candidate's value, written with its term when it is granted the leadership.
+    pub(crate) value: Option<Arc<str>>,
 }
 
 impl AcquireRequest {
@@ -891,6 +938,7 @@ impl AcquireRequest {
             fair,
             min_hold: None,
             mark_ttl: Duration::ZERO,
+            value: None,
         }
     }
 
@@ -917,12 +965,13 @@ impl AcquireRequest {
                 }
                 // The lock key, its writer mark key (then the fence counter).
                 Kind::Write => keys.insert(1, scripts::writer_mark_key(&self.keys[0])),
-                Kind::Lock => {}
+                Kind::Lock | Kind::Leader => {}
             }
             let ttl_ms = self.ttl.as_millis().to_string();
             let flag = if self.fencing { "1" } else { "0" };
             match self.kind {
-                Kind::Lock => {
+                // A candidate always waits in line (fair): this script is only a lock's.
+                Kind::Lock | Kind::Leader => {
                     scripts::evalsha(&scripts::ACQUIRE, &keys, &[&self.token, &ttl_ms, flag])
                 }
                 Kind::Permit { limit } => scripts::evalsha(

@@ -247,7 +247,7 @@ impl Fair {
         // Read-write locks are never fair (their writer marks order them): only locks and
         // permits get here.
         let script = match req.kind {
-            Kind::Lock | Kind::Read | Kind::Write => &scripts::FAIR_ACQUIRE,
+            Kind::Lock | Kind::Read | Kind::Write | Kind::Leader => &scripts::FAIR_ACQUIRE,
             Kind::Permit { limit: l } => {
                 limit = l.to_string();
                 args.push(limit.as_str());
@@ -267,7 +267,7 @@ impl Fair {
             QueueOp::Dequeue => "dequeue",
         };
         let kind = match req.kind {
-            Kind::Lock | Kind::Read | Kind::Write => "lock",
+            Kind::Lock | Kind::Read | Kind::Write | Kind::Leader => "lock",
             Kind::Permit { .. } => "permit",
         };
         let timeout = self.timeout_ms();

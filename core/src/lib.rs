@@ -33,6 +33,7 @@ mod cluster;
 mod config;
 mod drain;
 pub mod driven;
+mod election;
 mod error;
 mod fair;
 mod inspect;
@@ -57,6 +58,9 @@ pub use config::{
     resource_from_bytes, split_node_list, validate_resource, validate_resources,
 };
 pub use drain::{drain, drain_blocking};
+pub use election::{
+    Election, Leader, Leadership, MAX_VALUE_LEN as MAX_ELECTION_VALUE_LEN, Observer,
+};
 pub use error::{Error, ErrorKind, NodeReport, Report, Result, Vote};
 pub use inspect::{Holder, Permit};
 pub use lock::{Access, KeepAlive, Lock, Released};

@@ -43,21 +43,22 @@ pub(crate) fn seated_at_acquire(cluster: &Cluster) -> Vec<u64> {
     cluster.nodes.iter().map(|node| node.data_epoch()).collect()
 }
 
-/// What a [`Lock`] holds: the lock of its resources, one permit of a semaphore, or the shared
-/// (read) or exclusive (write) side of a read-write lock.
+/// What a [`Lock`] holds: the lock of its resources, one permit of a semaphore, the shared
+/// (read) or exclusive (write) side of a read-write lock, or the leadership of an election.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Lock,
     Permit { limit: u32 },
     Read,
     Write,
+    Leader,
 }
 
 impl Kind {
     /// The nodes that must agree: the majority for a lock, Q(limit) for a permit.
     pub(crate) fn quorum(self, nodes: usize) -> usize {
         match self {
-            Kind::Lock | Kind::Read | Kind::Write => quorum::quorum(nodes),
+            Kind::Lock | Kind::Read | Kind::Write | Kind::Leader => quorum::quorum(nodes),
             Kind::Permit { limit } => quorum::semaphore_quorum(nodes, limit),
         }
     }
@@ -75,6 +76,9 @@ impl Kind {
             }
             Kind::Write => {
                 scripts::evalsha(&scripts::WRITE_RELEASE, &write_keys(keys), &[token, flag])
+            }
+            Kind::Leader => {
+                scripts::evalsha(&scripts::LEADER_RELEASE, &leader_keys(keys), &[token, flag])
             }
         }
     }
@@ -96,6 +100,11 @@ impl Kind {
             ),
             // The writer's key is a plain lock key holding its token.
             Kind::Write => scripts::evalsha(&scripts::EXTEND, keys, &[token, ttl_ms, flag]),
+            Kind::Leader => scripts::evalsha(
+                &scripts::LEADER_EXTEND,
+                &leader_keys(keys),
+                &[token, ttl_ms, flag],
+            ),
         }
     }
 
@@ -104,7 +113,7 @@ impl Kind {
         match self {
             Kind::Read => Some(Access::Read),
             Kind::Write => Some(Access::Write),
-            Kind::Lock | Kind::Permit { .. } => None,
+            Kind::Lock | Kind::Permit { .. } | Kind::Leader => None,
         }
     }
 }
@@ -134,6 +143,13 @@ pub(crate) fn read_keys(keys: &[String]) -> [String; 2] {
     let key = keys.first().cloned().unwrap_or_default();
     let readers = scripts::readers_key(&key);
     [key, readers]
+}
+
+/// A leader's script keys: the election's key and its leader record ([`scripts::leader_key`]).
+pub(crate) fn leader_keys(keys: &[String]) -> [String; 2] {
+    let key = keys.first().cloned().unwrap_or_default();
+    let record = scripts::leader_key(&key);
+    [key, record]
 }
 
 /// A write's release keys: the lock key and its writer mark key ([`scripts::writer_mark_key`]).
@@ -167,6 +183,16 @@ pub(crate) struct LockInner {
     pub(crate) hold_until: Option<Instant>,
 }
 
+/// How long before the end of its validity (ttl − elapsed − drift) a lock of `kind` counts as
+/// ended: zero for locks; a leadership ends a tenth of its ttl (at most a second) early, so that
+/// a leader is told it lost before its validity ends.
+pub(crate) fn loss_margin(kind: Kind, ttl: Duration) -> Duration {
+    match kind {
+        Kind::Leader => (ttl / 10).min(Duration::from_secs(1)),
+        _ => Duration::ZERO,
+    }
+}
+
 /// A lock granted by a quorum. Cheap to clone; clones share state (an extension through one is
 /// seen by all). Dropping it does not release it: call [`Lock::release`].
 #[derive(Clone)]
@@ -195,7 +221,7 @@ impl Lock {
     pub fn limit(&self) -> Option<u32> {
         match self.inner.kind {
             Kind::Permit { limit } => Some(limit),
-            Kind::Lock | Kind::Read | Kind::Write => None,
+            Kind::Lock | Kind::Read | Kind::Write | Kind::Leader => None,
         }
     }
 
@@ -647,7 +673,7 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
                     st.seated[i] = epochs[i];
                 }
             }
-            st.deadline = t1 + ttl - drift;
+            st.deadline = t1 + ttl - drift - loss_margin(inner.kind, ttl);
             st.ttl = ttl;
             st.extensions += 1;
         }

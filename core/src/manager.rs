@@ -17,7 +17,7 @@ use crate::stats::Stats;
 /// Takes and manages Redlock locks over N independent Redis masters. Cheap to clone.
 #[derive(Clone)]
 pub struct LockManager {
-    cluster: Arc<Cluster>,
+    pub(crate) cluster: Arc<Cluster>,
 }
 
 impl std::fmt::Debug for LockManager {

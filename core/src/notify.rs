@@ -38,6 +38,9 @@ pub(crate) struct Waiter {
     /// expired instead, or the announcement did not arrive) costs the queue up to a whole
     /// retry pause per hand-over.
     pub(crate) nudge: Notify,
+    /// An election's observer: woken by every announcement on its channels, never chosen as
+    /// the one waiter a release wakes, and never handing a wake-up on.
+    observer: bool,
 }
 
 impl Waiter {
@@ -115,7 +118,10 @@ impl Channel {
         if fair && let Some(w) = self.first_fair() {
             w.wake();
         }
-        if let Some(w) = self.waiters.iter().find(|w| ticket(w) == 0) {
+        if let Some(w) = self.waiters.iter().find(|w| ticket(w) == 0 && !w.observer) {
+            w.wake();
+        }
+        for w in self.waiters.iter().filter(|w| w.observer) {
             w.wake();
         }
     }
@@ -244,6 +250,16 @@ impl Notifier {
     /// Registers interest in releases of `channels` and subscribes on every node in the
     /// background (the caller does not wait for the subscriptions).
     pub(crate) fn watch(self: &Arc<Self>, channels: Vec<String>) -> Watch {
+        self.watch_as(channels, false)
+    }
+
+    /// A watch for an election's observer: woken by every announcement on `channels` (see
+    /// [`Waiter::observer`]).
+    pub(crate) fn observe(self: &Arc<Self>, channels: Vec<String>) -> Watch {
+        self.watch_as(channels, true)
+    }
+
+    fn watch_as(self: &Arc<Self>, channels: Vec<String>, observer: bool) -> Watch {
         let mut fresh = Vec::new();
         let waiter = {
             let mut ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
@@ -255,6 +271,7 @@ impl Notifier {
                 token: std::sync::OnceLock::new(),
                 notify: Notify::new(),
                 nudge: Notify::new(),
+                observer,
             });
             for c in &channels {
                 let channel = ch.channels.entry(c.clone()).or_default();
@@ -477,7 +494,7 @@ impl Drop for Watch {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             // Woken but gone before its next round: the next waiter gets the wake-up.
-            let hand_on = self.waiter.woken.swap(false, Ordering::AcqRel);
+            let hand_on = self.waiter.woken.swap(false, Ordering::AcqRel) && !self.waiter.observer;
             let fair = self.waiter.ticket.load(Ordering::Acquire) > 0;
             for c in &self.channels {
                 if let Some(channel) = ch.channels.get_mut(c) {
@@ -531,6 +548,7 @@ mod tests {
             token: std::sync::OnceLock::new(),
             notify: Notify::new(),
             nudge: Notify::new(),
+            observer: false,
         })
     }
 
