@@ -119,6 +119,83 @@ pub enum Command {
     },
     /// Connect to every node and show version, uptime, quorum eligibility and latency
     Check,
+    /// Campaign in the leader election NAME and run a command while leading (standby until then)
+    Elect(ElectArgs),
+    /// Show who leads the election NAME (its value, term and remaining validity)
+    Leader {
+        /// The election's name
+        #[arg(value_parser = Text)]
+        name: String,
+        /// Keep printing each change of leader, in order, until interrupted
+        #[arg(long)]
+        watch: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "ironlock elect [OPTIONS] NAME [--] COMMAND [ARGS]...\n       ironlock elect [OPTIONS] NAME -c 'SHELL COMMAND'"
+)]
+pub struct ElectArgs {
+    /// The value this candidate advertises while leading (its address, say); `ironlock leader`
+    /// shows it
+    #[arg(long, value_name = "V", default_value = "", value_parser = Text)]
+    pub value: String,
+
+    /// Leadership time to live in seconds; it is extended while the command runs, and the
+    /// command is stopped a tenth of it (at most a second) before it would run out unextended
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub ttl: f64,
+
+    /// Give up after waiting this many seconds as standby (default: wait until leading)
+    #[arg(short, long, value_name = "SECS")]
+    pub wait: Option<f64>,
+
+    /// Seconds between SIGTERM and SIGKILL when the leadership is lost
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub kill_grace: f64,
+
+    /// Run this command with /bin/sh -c
+    #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command", value_parser = Text)]
+    pub shell: Option<String>,
+
+    /// The election's name
+    #[arg(value_parser = Text)]
+    pub name: String,
+
+    /// The command and its arguments
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required_unless_present = "shell",
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<OsString>,
+}
+
+impl From<ElectArgs> for RunArgs {
+    /// An election is run as a fair, fenced `run` of the election's key whose grant is a
+    /// leadership (`elect`): the same waiting, supervision and release.
+    fn from(e: ElectArgs) -> RunArgs {
+        RunArgs {
+            ttl: e.ttl,
+            wait: e.wait,
+            nonblock: false,
+            conflict_exit_code: 1,
+            fencing: true,
+            no_holder: true,
+            fair: true,
+            slots: None,
+            read: false,
+            write: false,
+            min_hold: None,
+            kill_grace: e.kill_grace,
+            shell: e.shell,
+            resource: e.name,
+            command: e.command,
+            elect: Some(e.value),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -203,6 +280,10 @@ pub struct RunArgs {
     /// The resource to lock
     #[arg(value_parser = Text)]
     pub resource: String,
+
+    /// Set by `ironlock elect`: campaign with this value instead of locking.
+    #[arg(skip)]
+    pub elect: Option<String>,
 
     /// The command and its arguments (as with flock, `--` before them is optional; everything
     /// after the command's name is passed to it unchanged)

@@ -5,6 +5,7 @@
 mod args;
 mod check;
 mod exit;
+mod leader;
 mod output;
 mod run;
 mod status;
@@ -66,6 +67,8 @@ async fn dispatch(cli: Cli, out: &Output) -> u8 {
         Command::Release { resource, token } => {
             status::release(&resource, &token, config, out).await
         }
+        Command::Elect(args) => run::run(args.into(), config, out).await,
+        Command::Leader { name, watch } => leader::leader(&name, watch, config, out).await,
         Command::Check => match settings(&cli.global) {
             Ok(settings) => check::check(config, settings, out).await,
             Err(e) => fail(out, &e, 1),

@@ -25,14 +25,14 @@ const CANCEL_GRACE: Duration = Duration::from_millis(200);
 
 /// SIGINT, SIGTERM and SIGHUP, caught for the whole run: while waiting they end the wait, while
 /// the command runs they are forwarded to it.
-struct Signals {
+pub(crate) struct Signals {
     int: Signal,
     term: Signal,
     hup: Signal,
 }
 
 impl Signals {
-    fn new() -> std::io::Result<Self> {
+    pub(crate) fn new() -> std::io::Result<Self> {
         Ok(Signals {
             int: signal(SignalKind::interrupt())?,
             term: signal(SignalKind::terminate())?,
@@ -41,7 +41,7 @@ impl Signals {
     }
 
     /// The next caught signal's number.
-    async fn recv(&mut self) -> i32 {
+    pub(crate) async fn recv(&mut self) -> i32 {
         tokio::select! {
             _ = self.int.recv() => libc::SIGINT,
             _ = self.term.recv() => libc::SIGTERM,
@@ -50,7 +50,7 @@ impl Signals {
     }
 }
 
-fn signal_name(sig: i32) -> &'static str {
+pub(crate) fn signal_name(sig: i32) -> &'static str {
     match sig {
         libc::SIGINT => "SIGINT",
         libc::SIGTERM => "SIGTERM",
@@ -142,6 +142,15 @@ pub async fn run(args: RunArgs, config: Config, out: &Output) -> u8 {
         }
     };
     let report = lock.report();
+    if let (Some(value), Some(term)) = (&args.elect, lock.fence()) {
+        out.info(&format!(
+            "leading {:?} as {value:?} after {}: term {term}, token {}, validity {}",
+            args.resource,
+            secs(started.elapsed()),
+            lock.token(),
+            secs(lock.validity()),
+        ));
+    }
     out.info(&format!(
         "acquired {:?} in {} round(s) after {}: token {}, validity {}{} [{report}]",
         args.resource,
@@ -214,6 +223,11 @@ async fn acquire(
         .map(|k| manager.semaphore(args.resource.as_str(), k));
     // --read / --write: a side of the read-write lock RESOURCE.
     let rw = (args.read || args.write).then(|| manager.rw_lock(args.resource.as_str()));
+    // `ironlock elect`: a campaign in the election RESOURCE.
+    let election = args
+        .elect
+        .as_ref()
+        .map(|value| (manager.election(args.resource.as_str()), value.as_str()));
     let started = Instant::now();
     // A wait too long to represent is a wait without a deadline.
     let deadline = wait.and_then(|w| started.checked_add(w));
@@ -251,6 +265,18 @@ async fn acquire(
         options.min_hold = min_hold;
         // Boxed so that it can be dropped (cancelled) before the pause below.
         let mut attempt = match (&semaphore, &rw) {
+            _ if election.is_some() => {
+                let (election, value) = election.as_ref().expect("an election");
+                let wait = options.wait;
+                Box::pin(async move {
+                    // The supervision below keeps the leadership's lock alive (the lock ends a
+                    // margin before its validity, as a leadership does): the campaign's own
+                    // extension stops when the leadership is dropped.
+                    let leadership = election.campaign_with(value, ttl, wait).await?;
+                    Ok(leadership.lock().clone())
+                })
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>>
+            }
             (Some(sem), _) => Box::pin(sem.acquire_with(ttl, options))
                 as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>>,
             (None, Some(rw)) if args.write => Box::pin(rw.write_with(ttl, options)),
@@ -486,6 +512,11 @@ fn spawn(args: &RunArgs, lock: &Lock) -> Result<Child, (u8, String)> {
         Some(f) => cmd.env("IRONLOCK_FENCE", f.to_string()),
         // Not inherited from an outer `ironlock run`: it would name someone else's lock.
         None => cmd.env_remove("IRONLOCK_FENCE"),
+    };
+    // A leader's term is its fence.
+    match (&args.elect, lock.fence()) {
+        (Some(_), Some(term)) => cmd.env("IRONLOCK_TERM", term.to_string()),
+        _ => cmd.env_remove("IRONLOCK_TERM"),
     };
     die_with_supervisor(cmd.as_std_mut());
     cmd.spawn().map_err(|e| {
