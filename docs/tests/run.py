@@ -287,7 +287,7 @@ def check_cli_options() -> int:
     page = (SRC / "reference" / "cli.md").read_text()
     real = str(REPO / "target" / "debug" / "ironlock")
     options = set()
-    for sub in ([], ["run"], ["status"], ["release"], ["check"]):
+    for sub in ([], ["run"], ["status"], ["release"], ["check"], ["elect"], ["leader"]):
         text = run([real, *sub, "--help"], f"cli: ironlock {' '.join(sub + ['--help'])}")
         options |= set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", text)) - {"--help", "--version"}
     missing = sorted(o for o in options if f"`{o}" not in page)
