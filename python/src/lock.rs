@@ -222,6 +222,13 @@ impl LockBase {
         self.held.read().is_released()
     }
 
+    /// For a read-write lock (`acquire_read` / `acquire_write`): "read" or "write"; None for a
+    /// lock or a semaphore permit.
+    #[getter]
+    fn access(&self) -> Option<&'static str> {
+        self.held.read().access().map(ironlock::Access::as_str)
+    }
+
     /// The id of the process that acquired the lock (only it may extend or release it).
     #[getter]
     fn pid(&self) -> u32 {
@@ -232,10 +239,14 @@ impl LockBase {
         let me = slf.get();
         let lock = me.held.read();
         let resources = PyList::new(slf.py(), lock.resources())?.repr()?;
+        let access = lock
+            .access()
+            .map_or_else(String::new, |a| format!(" access='{}'", a.as_str()));
         Ok(format!(
-            "<ironlock.{} resources={} valid={} remaining={:.3}s fence={}>",
+            "<ironlock.{} resources={}{} valid={} remaining={:.3}s fence={}>",
             slf.get_type().name()?,
             resources,
+            access,
             if lock.is_valid() { "True" } else { "False" },
             lock.validity().as_secs_f64(),
             lock.fence()

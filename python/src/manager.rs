@@ -132,8 +132,17 @@ struct AcquireCall {
     resources: Vec<String>,
     ttl: std::time::Duration,
     options: ironlock::AcquireOptions,
-    /// A permit of the semaphore `resources[0]` with this limit, instead of the lock.
-    limit: Option<u32>,
+    what: Target,
+}
+
+/// What an acquire takes.
+enum Target {
+    /// The lock of every resource.
+    Lock,
+    /// A permit of the semaphore `resources[0]` with this limit.
+    Permit(u32),
+    /// One side of the read-write lock `resources[0]`.
+    Rw(ironlock::Access),
 }
 
 impl AcquireCall {
@@ -146,7 +155,7 @@ impl AcquireCall {
             resources: convert::resources(resources)?,
             ttl: convert::duration("ttl", ttl)?,
             options: convert::acquire_options(how)?,
-            limit: None,
+            what: Target::Lock,
         })
     }
 
@@ -159,7 +168,22 @@ impl AcquireCall {
     ) -> PyResult<Self> {
         Ok(AcquireCall {
             resources: vec![convert::resource(resource)?],
-            limit: Some(convert::limit(limit)?),
+            what: Target::Permit(convert::limit(limit)?),
+            ttl: convert::duration("ttl", ttl)?,
+            options: convert::acquire_options(how)?,
+        })
+    }
+
+    /// The `access` side of the read-write lock `resource`.
+    fn parse_rw(
+        resource: &Bound<'_, PyAny>,
+        access: ironlock::Access,
+        ttl: &Bound<'_, PyAny>,
+        how: convert::How<'_, '_>,
+    ) -> PyResult<Self> {
+        Ok(AcquireCall {
+            resources: vec![convert::resource(resource)?],
+            what: Target::Rw(access),
             ttl: convert::duration("ttl", ttl)?,
             options: convert::acquire_options(how)?,
         })
@@ -167,13 +191,23 @@ impl AcquireCall {
 
     async fn run(self, core: Arc<Core>, flavor: Flavor) -> ironlock::Result<Grant> {
         let m = core.manager().await?;
-        let lock = match self.limit {
-            Some(limit) => {
+        let lock = match self.what {
+            Target::Permit(limit) => {
                 m.semaphore(self.resources[0].as_str(), limit)
                     .acquire_with(self.ttl, self.options)
                     .await?
             }
-            None => {
+            Target::Rw(ironlock::Access::Read) => {
+                m.rw_lock(self.resources[0].as_str())
+                    .read_with(self.ttl, self.options)
+                    .await?
+            }
+            Target::Rw(ironlock::Access::Write) => {
+                m.rw_lock(self.resources[0].as_str())
+                    .write_with(self.ttl, self.options)
+                    .await?
+            }
+            Target::Lock => {
                 m.acquire_with(&self.resources, self.ttl, self.options)
                     .await?
             }
@@ -349,6 +383,52 @@ impl LockManager {
         runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
     }
 
+    /// Acquires the read (shared) side of the read-write lock `resource` for `ttl` seconds: a
+    /// Lock like any other (extend, release, keep_alive, fencing) whose `access` is "read".
+    /// Readers share; a writer, a waiting writer or a plain lock of the name refuses it.
+    /// `fair` and `min_hold` are refused (InvalidArgumentError). Raises on failure.
+    #[pyo3(signature = (resource, ttl, *, wait = None, fencing = None, retry_count = None, fair = None, min_hold = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_read(
+        slf: PyRef<'_, Self>,
+        py: Python<'_>,
+        resource: &Bound<'_, PyAny>,
+        ttl: &Bound<'_, PyAny>,
+        wait: Option<&Bound<'_, PyAny>>,
+        fencing: Option<&Bound<'_, PyAny>>,
+        retry_count: Option<&Bound<'_, PyAny>>,
+        fair: Option<&Bound<'_, PyAny>>,
+        min_hold: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let how = (wait, fencing, retry_count, fair, min_hold);
+        let call = AcquireCall::parse_rw(resource, ironlock::Access::Read, ttl, how)?;
+        let core = slf.as_super().core.clone();
+        runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
+    }
+
+    /// Acquires the write (exclusive) side of the read-write lock `resource` for `ttl`
+    /// seconds: a Lock whose `access` is "write". Readers, another writer or a plain lock of the
+    /// name refuse it; while it waits, new readers are refused. `fair` and `min_hold` are
+    /// refused (InvalidArgumentError). Raises on failure.
+    #[pyo3(signature = (resource, ttl, *, wait = None, fencing = None, retry_count = None, fair = None, min_hold = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_write(
+        slf: PyRef<'_, Self>,
+        py: Python<'_>,
+        resource: &Bound<'_, PyAny>,
+        ttl: &Bound<'_, PyAny>,
+        wait: Option<&Bound<'_, PyAny>>,
+        fencing: Option<&Bound<'_, PyAny>>,
+        retry_count: Option<&Bound<'_, PyAny>>,
+        fair: Option<&Bound<'_, PyAny>>,
+        min_hold: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let how = (wait, fencing, retry_count, fair, min_hold);
+        let call = AcquireCall::parse_rw(resource, ironlock::Access::Write, ttl, how)?;
+        let core = slf.as_super().core.clone();
+        runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
+    }
+
     /// Deletes `resources` wherever they still hold `token` (a lock taken elsewhere).
     fn release_token(
         slf: PyRef<'_, Self>,
@@ -437,6 +517,52 @@ impl AsyncLockManager {
             ttl,
             (wait, fencing, retry_count, fair, None),
         )?;
+        let core = slf.as_super().core.clone();
+        runtime::awaitable(py, call.run(core, Flavor::Async))
+    }
+
+    /// Acquires the read (shared) side of the read-write lock `resource` for `ttl` seconds: an
+    /// AsyncLock whose `access` is "read". Readers share; a writer, a waiting writer or a plain
+    /// lock of the name refuses it. `fair` and `min_hold` are refused (InvalidArgumentError).
+    /// Cancelling the awaiting task leaves no holder behind.
+    #[pyo3(signature = (resource, ttl, *, wait = None, fencing = None, retry_count = None, fair = None, min_hold = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_read<'py>(
+        slf: PyRef<'py, Self>,
+        py: Python<'py>,
+        resource: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        wait: Option<&Bound<'py, PyAny>>,
+        fencing: Option<&Bound<'py, PyAny>>,
+        retry_count: Option<&Bound<'py, PyAny>>,
+        fair: Option<&Bound<'py, PyAny>>,
+        min_hold: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let how = (wait, fencing, retry_count, fair, min_hold);
+        let call = AcquireCall::parse_rw(resource, ironlock::Access::Read, ttl, how)?;
+        let core = slf.as_super().core.clone();
+        runtime::awaitable(py, call.run(core, Flavor::Async))
+    }
+
+    /// Acquires the write (exclusive) side of the read-write lock `resource` for `ttl`
+    /// seconds: an AsyncLock whose `access` is "write". Readers, another writer or a plain lock
+    /// of the name refuse it; while it waits, new readers are refused. `fair` and `min_hold`
+    /// are refused (InvalidArgumentError). Cancelling the awaiting task leaves no key behind.
+    #[pyo3(signature = (resource, ttl, *, wait = None, fencing = None, retry_count = None, fair = None, min_hold = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_write<'py>(
+        slf: PyRef<'py, Self>,
+        py: Python<'py>,
+        resource: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        wait: Option<&Bound<'py, PyAny>>,
+        fencing: Option<&Bound<'py, PyAny>>,
+        retry_count: Option<&Bound<'py, PyAny>>,
+        fair: Option<&Bound<'py, PyAny>>,
+        min_hold: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let how = (wait, fencing, retry_count, fair, min_hold);
+        let call = AcquireCall::parse_rw(resource, ironlock::Access::Write, ttl, how)?;
         let core = slf.as_super().core.clone();
         runtime::awaitable(py, call.run(core, Flavor::Async))
     }

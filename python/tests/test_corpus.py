@@ -31,6 +31,27 @@ PLAIN = {
 }
 NODE_OPS = {"kill", "start", "restart", "pause", "resume"}
 
+# The fields each op takes (tests/corpus/README.md); `op` and `why` (a comment) go with every op.
+# A runner fails on an op or field it does not know.
+FIELDS = {
+    "acquire": {
+        "as", "resources", "ttl_ms", "options", "expect", "expect_votes", "expect_rounds",
+        "expect_message", "limit", "access",
+    },
+    "extend": {"lock", "ttl_ms", "expect"},
+    "finish": {"lock", "expect"},
+    "keep_alive": {"lock"},
+    "expect_lost": {"lock", "lost"},
+    "release": {"lock", "expect_held"},
+    "expect_valid": {"lock", "valid"},
+    "expect_fence": {"lock", "present"},
+    "expect_fence_increasing": {"locks"},
+    "redis": {"node", "args", "expect", "expect_gt"},
+    "sleep": {"ms"},
+    **{op: {"node"} for op in NODE_OPS},
+}
+SCENARIO_FIELDS = {"name", "description", "nodes", "settings", "steps"}
+
 # Read-only commands of `redis` steps: a mismatch is retried for up to 200 ms (the corpus README:
 # requests a round stopped waiting for reach the other nodes in the background).
 READ_ONLY = {"GET", "EXISTS", "PTTL", "TTL", "DBSIZE"}
@@ -109,9 +130,14 @@ def run(sc: Dict[str, Any], cluster: Cluster) -> None:
     manager = ironlock.LockManager(cluster.urls, **settings(sc.get("settings", {})))
     locks: Dict[str, ironlock.Lock] = {}
     keepers: List[Any] = []
+    unknown_top = set(sc) - SCENARIO_FIELDS
+    assert not unknown_top, f"{sc['name']}: unknown fields {sorted(unknown_top)}"
     for i, step in enumerate(sc["steps"]):
         op = step["op"]
         ctx = f"{sc['name']} step {i} ({op})"
+        assert op in FIELDS, f"{ctx}: unknown op {op}"
+        unknown_fields = set(step) - FIELDS[op] - {"op", "why"}
+        assert not unknown_fields, f"{ctx}: unknown fields {sorted(unknown_fields)}"
         if op == "acquire":
             opts = step.get("options", {})
             unknown = set(opts) - {"fencing", "wait_ms", "retry_count", "fair", "min_hold_ms"}
@@ -125,10 +151,21 @@ def run(sc: Dict[str, Any], cluster: Cluster) -> None:
                 kwargs["fair"] = opts["fair"]
             if "min_hold_ms" in opts:
                 kwargs["min_hold"] = opts["min_hold_ms"] / 1000.0
+            access = step.get("access")
+            assert access in (None, "read", "write"), f"{ctx}: unknown access {access!r}"
+            assert access is None or "limit" not in step, f"{ctx}: both limit and access"
             try:
                 if "limit" in step:  # a permit of the semaphore resources[0] (SPEC §11)
                     lock = manager.acquire_permit(
                         step["resources"][0], step["limit"], step["ttl_ms"] / 1000.0, **kwargs
+                    )
+                elif access == "read":  # the read side of the read-write lock resources[0]
+                    lock = manager.acquire_read(
+                        step["resources"][0], step["ttl_ms"] / 1000.0, **kwargs
+                    )
+                elif access == "write":  # its write side
+                    lock = manager.acquire_write(
+                        step["resources"][0], step["ttl_ms"] / 1000.0, **kwargs
                     )
                 else:
                     lock = manager.acquire(step["resources"], step["ttl_ms"] / 1000.0, **kwargs)

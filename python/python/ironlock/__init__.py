@@ -29,8 +29,22 @@ import multiprocessing.util as _mp_util
 
 from ._native import AsyncLock, AsyncLostFlag, KeepAlive, Lock, LockBase, LostFlag
 from ._native import __version__, drain_requests as _drain_requests
-from ._sync import DistributedLock, LockManager, Resources, Seconds, Semaphore
-from ._async import AsyncDistributedLock, AsyncLockManager, AsyncSemaphore
+from ._sync import (
+    DistributedLock,
+    LockManager,
+    Resources,
+    RwLock,
+    RwLockSide,
+    Seconds,
+    Semaphore,
+)
+from ._async import (
+    AsyncDistributedLock,
+    AsyncLockManager,
+    AsyncRwLock,
+    AsyncRwLockSide,
+    AsyncSemaphore,
+)
 from .exceptions import (
     ArgumentTypeError,
     ForkedLockError,
@@ -52,6 +66,10 @@ __all__ = [
     "AsyncDistributedLock",
     "Semaphore",
     "AsyncSemaphore",
+    "RwLock",
+    "AsyncRwLock",
+    "RwLockSide",
+    "AsyncRwLockSide",
     "Lock",
     "AsyncLock",
     "LockBase",

@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import Any, Optional, Type
 
 from . import _native
-from ._sync import Resources, Seconds, _LockSpec, _extended_ttl, _quorum_holds, _wait_for
+from ._sync import Access, Resources, Seconds, _LockSpec, _extended_ttl, _quorum_holds, _wait_for
 from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
 
 
@@ -127,6 +127,92 @@ class AsyncSemaphore:
         return f"<ironlock.AsyncSemaphore {self._resource!r} limit={self._limit}>"
 
 
+class AsyncRwLockSide:
+    """The asyncio twin of ``RwLockSide``: ``async with manager.rw_lock("doc").read(ttl=10.0)
+    as lock:`` takes one side (an ``AsyncLock`` whose ``access`` is ``"read"`` or
+    ``"write"``) and releases it on exit (``LockLostError`` there if it was lost).
+    ``await acquire()`` returns the lock for you to release. Cancelling the task while it
+    waits leaves no key behind."""
+
+    def __init__(
+        self, manager: "AsyncLockManager", resource: str, access: Access, ttl: Seconds, *,
+        wait: Optional[Seconds] = None, fencing: bool = False,
+    ) -> None:
+        if access not in ("read", "write"):
+            raise ValueError(f"access: expected 'read' or 'write', got {access!r}")
+        self._manager, self._resource, self._access, self._ttl = manager, resource, access, ttl
+        self._wait, self._fencing = wait, fencing
+        self._lock: Optional[_native.AsyncLock] = None
+
+    @property
+    def access(self) -> Access:
+        """``"read"`` or ``"write"``."""
+        return self._access
+
+    async def acquire(self) -> _native.AsyncLock:
+        """Takes this side of the lock; raises ``LockContendedError`` when it stays refused."""
+        take = self._manager.acquire_read if self._access == "read" else self._manager.acquire_write
+        return await take(self._resource, self._ttl, wait=self._wait, fencing=self._fencing)
+
+    async def __aenter__(self) -> _native.AsyncLock:
+        self._lock = await self.acquire()
+        return self._lock
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        lock, self._lock = self._lock, None
+        if lock is None or lock.released:
+            return
+        try:
+            await asyncio.shield(lock.finish())
+        except LockLostError:
+            if exc is None:
+                raise
+
+    def __repr__(self) -> str:
+        return f"<ironlock.AsyncRwLockSide {self._resource!r} access={self._access!r}>"
+
+
+class AsyncRwLock:
+    """The asyncio twin of ``RwLock`` (``manager.rw_lock("doc")``): ``read(ttl)`` is shared
+    by any number of readers; ``write(ttl)`` excludes readers, other writers and plain locks
+    of the same name, and a plain lock of the name excludes both. A waiting writer holds back
+    new readers and is granted once the readers there leave. ``fair`` and ``min_hold`` do not
+    apply to read-write locks."""
+
+    def __init__(self, manager: "AsyncLockManager", resource: str) -> None:
+        self._manager, self._resource = manager, resource
+
+    @property
+    def resource(self) -> str:
+        """The resource name, as given."""
+        return self._resource
+
+    def read(
+        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False
+    ) -> AsyncRwLockSide:
+        """The read (shared) side: ``async with rw.read(ttl=10) as lock:``."""
+        return AsyncRwLockSide(
+            self._manager, self._resource, "read", ttl, wait=wait, fencing=fencing
+        )
+
+    def write(
+        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False
+    ) -> AsyncRwLockSide:
+        """The write (exclusive) side: ``async with rw.write(ttl=10, wait=5) as lock:``; while
+        it waits, new readers are refused."""
+        return AsyncRwLockSide(
+            self._manager, self._resource, "write", ttl, wait=wait, fencing=fencing
+        )
+
+    def __repr__(self) -> str:
+        return f"<ironlock.AsyncRwLock {self._resource!r}>"
+
+
 class AsyncLockManager(_native.AsyncLockManager):
     """Takes Redlock locks over N independent Redis masters; every I/O method is a coroutine.
 
@@ -168,6 +254,11 @@ class AsyncLockManager(_native.AsyncLockManager):
     ) -> AsyncSemaphore:
         """A counting semaphore: ``async with manager.semaphore("api", 3, ttl=10) as permit:``."""
         return AsyncSemaphore(self, resource, limit, ttl, wait=wait, fencing=fencing, fair=fair)
+
+    def rw_lock(self, resource: str) -> AsyncRwLock:
+        """A read-write lock: ``async with manager.rw_lock("doc").read(ttl=10):`` (shared) or
+        ``.write(ttl=10, wait=5)`` (exclusive; a waiting writer holds back new readers)."""
+        return AsyncRwLock(self, resource)
 
     async def __aenter__(self) -> "AsyncLockManager":
         return self

@@ -7,6 +7,7 @@ from typing import (
     Awaitable,
     Dict,
     List,
+    Literal,
     Mapping,
     Optional,
     Sequence,
@@ -138,6 +139,28 @@ class LockManager(ManagerBase):
         retry_count: Optional[int] = None,
         fair: Optional[bool] = None,
     ) -> Lock: ...
+    def acquire_read(
+        self,
+        resource: str,
+        ttl: _Seconds,
+        *,
+        wait: Optional[_Seconds] = None,
+        fencing: Optional[bool] = None,
+        retry_count: Optional[int] = None,
+        fair: Optional[bool] = None,
+        min_hold: Optional[_Seconds] = None,
+    ) -> Lock: ...
+    def acquire_write(
+        self,
+        resource: str,
+        ttl: _Seconds,
+        *,
+        wait: Optional[_Seconds] = None,
+        fencing: Optional[bool] = None,
+        retry_count: Optional[int] = None,
+        fair: Optional[bool] = None,
+        min_hold: Optional[_Seconds] = None,
+    ) -> Lock: ...
     def release_token(self, resources: _Resources, token: str) -> bool: ...
     def inspect(self, resource: str) -> List[Dict[str, Any]]: ...
 
@@ -193,6 +216,28 @@ class AsyncLockManager(ManagerBase):
         retry_count: Optional[int] = None,
         fair: Optional[bool] = None,
     ) -> Awaitable[AsyncLock]: ...
+    def acquire_read(
+        self,
+        resource: str,
+        ttl: _Seconds,
+        *,
+        wait: Optional[_Seconds] = None,
+        fencing: Optional[bool] = None,
+        retry_count: Optional[int] = None,
+        fair: Optional[bool] = None,
+        min_hold: Optional[_Seconds] = None,
+    ) -> Awaitable[AsyncLock]: ...
+    def acquire_write(
+        self,
+        resource: str,
+        ttl: _Seconds,
+        *,
+        wait: Optional[_Seconds] = None,
+        fencing: Optional[bool] = None,
+        retry_count: Optional[int] = None,
+        fair: Optional[bool] = None,
+        min_hold: Optional[_Seconds] = None,
+    ) -> Awaitable[AsyncLock]: ...
     def release_token(self, resources: _Resources, token: str) -> Awaitable[bool]: ...
     def inspect(self, resource: str) -> Awaitable[List[Dict[str, Any]]]: ...
 
@@ -220,6 +265,8 @@ class LockBase:
     def extensions(self) -> int: ...
     @property
     def released(self) -> bool: ...
+    @property
+    def access(self) -> Optional[Literal["read", "write"]]: ...
     @property
     def pid(self) -> int: ...
 

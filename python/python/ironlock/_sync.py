@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 from datetime import timedelta
-from typing import Any, Dict, Generic, List, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Dict, Generic, List, Literal, Optional, Sequence, Type, TypeVar, Union
 
 from . import _native
 from .exceptions import (
@@ -18,6 +18,8 @@ from .exceptions import (
 Resources = Union[str, Sequence[str]]
 #: A duration: float seconds (an int too) or a ``datetime.timedelta``.
 Seconds = Union[float, timedelta]
+#: The side of a read-write lock.
+Access = Literal["read", "write"]
 
 
 def _wait_for(blocking: bool, timeout: Optional[float], default: Any) -> Dict[str, Any]:
@@ -255,6 +257,100 @@ class Semaphore:
         return f"<ironlock.Semaphore {self._resource!r} limit={self._limit}>"
 
 
+class RwLockSide:
+    """One side of a read-write lock: what ``RwLock.read()`` / ``RwLock.write()`` return.
+
+    ``with manager.rw_lock("doc").read(ttl=10.0, wait=5.0) as lock:`` takes it (a ``Lock``
+    whose ``access`` is ``"read"`` or ``"write"``: extend, keep_alive, fence, report) and
+    releases it on exit, raising ``LockLostError`` there if it was lost meanwhile. Without
+    ``wait=`` it retries per the manager's retry settings, then raises ``LockContendedError``.
+    ``acquire()`` returns the lock for you to release. One ``with`` at a time per object (make
+    one per use, as with ``lock()``)."""
+
+    def __init__(
+        self, manager: "LockManager", resource: str, access: Access, ttl: Seconds, *,
+        wait: Optional[Seconds] = None, fencing: bool = False,
+    ) -> None:
+        if access not in ("read", "write"):
+            raise ValueError(f"access: expected 'read' or 'write', got {access!r}")
+        self._manager, self._resource, self._access, self._ttl = manager, resource, access, ttl
+        self._wait, self._fencing = wait, fencing
+        self._lock: Optional[_native.Lock] = None
+
+    @property
+    def access(self) -> Access:
+        """``"read"`` or ``"write"``."""
+        return self._access
+
+    def acquire(self) -> _native.Lock:
+        """Takes this side of the lock; raises ``LockContendedError`` when it stays refused (a
+        read: a writer holds or waits, or a plain lock of the name holds; a write: readers,
+        another writer or a plain lock hold)."""
+        take = self._manager.acquire_read if self._access == "read" else self._manager.acquire_write
+        return take(self._resource, self._ttl, wait=self._wait, fencing=self._fencing)
+
+    def __enter__(self) -> _native.Lock:
+        self._lock = self.acquire()
+        return self._lock
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        lock, self._lock = self._lock, None
+        if lock is None or lock.released:
+            return
+        try:
+            lock.finish()
+        except LockLostError:
+            if exc is None:
+                raise
+
+    def __repr__(self) -> str:
+        return f"<ironlock.RwLockSide {self._resource!r} access={self._access!r}>"
+
+
+class RwLock:
+    """A read-write lock across the quorum: ``manager.rw_lock("doc")``.
+
+    ``read(ttl)`` is shared: any number of readers hold it at once. ``write(ttl)`` is
+    exclusive: it is refused while readers, another writer or a plain lock of the same name
+    hold it, and a plain lock of the name is refused while readers or a writer hold it. A
+    writer that is waiting (``wait=``) holds back new readers, so writers never starve: it is
+    granted once the readers there leave. Both sides are ``Lock`` objects granted by the same
+    majority as a lock (extend, keep_alive, fencing, the lost flag, the report). Fair queues
+    (``fair``) and ``min_hold`` do not apply to read-write locks. The object is cheap and holds
+    nothing itself; each ``read()`` / ``write()`` is one use."""
+
+    def __init__(self, manager: "LockManager", resource: str) -> None:
+        self._manager, self._resource = manager, resource
+
+    @property
+    def resource(self) -> str:
+        """The resource name, as given."""
+        return self._resource
+
+    def read(
+        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False
+    ) -> RwLockSide:
+        """The read (shared) side: ``with rw.read(ttl=10) as lock:``. Readers share; a
+        writer that holds or waits, or a plain lock of the name, refuses it."""
+        return RwLockSide(self._manager, self._resource, "read", ttl, wait=wait, fencing=fencing)
+
+    def write(
+        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False
+    ) -> RwLockSide:
+        """The write (exclusive) side: ``with rw.write(ttl=10, wait=5) as lock:``. Readers,
+        another writer or a plain lock of the name refuse it; while it waits, new readers are
+        refused."""
+        return RwLockSide(self._manager, self._resource, "write", ttl, wait=wait, fencing=fencing)
+
+    def __repr__(self) -> str:
+        return f"<ironlock.RwLock {self._resource!r}>"
+
+
 class LockManager(_native.LockManager):
     """Takes Redlock locks over N independent Redis masters (blocking API).
 
@@ -311,6 +407,12 @@ class LockManager(_native.LockManager):
     ) -> Semaphore:
         """A counting semaphore: ``with manager.semaphore("api", 3, ttl=10) as permit:``."""
         return Semaphore(self, resource, limit, ttl, wait=wait, fencing=fencing, fair=fair)
+
+    def rw_lock(self, resource: str) -> RwLock:
+        """A read-write lock: ``with manager.rw_lock("doc").read(ttl=10):`` (shared with other
+        readers) or ``.write(ttl=10, wait=5)`` (exclusive; a waiting writer holds back new
+        readers). A plain lock of the same name excludes both."""
+        return RwLock(self, resource)
 
     def __enter__(self) -> "LockManager":
         return self
