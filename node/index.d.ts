@@ -25,6 +25,8 @@ export declare class NativeLock {
   get value(): string
   /** The fencing token, when acquired with `fencing: true`. */
   get fence(): bigint | null
+  /** For a read-write lock: `"read"` or `"write"`; `null` for a lock or a permit. */
+  get access(): 'read' | 'write' | null
   /** End of validity as epoch milliseconds (display only; validity is monotonic). */
   get expiration(): number
   /** Remaining validity in whole milliseconds; 0 once lost, released or expired. */
@@ -95,6 +97,12 @@ export declare class NativeManager {
    * `id` with a `NativeLock` (a permit), or CONTENDED when every permit is held.
    */
   acquirePermit(id: number, resource: string, limit: number, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): void
+  /**
+   * As `acquire`, for the `access` side (`"read"` or `"write"`) of the read-write lock
+   * `resource`: settles `id` with a `NativeLock` (its `access` says which side), or
+   * CONTENDED while the other side (or a plain lock of the name) holds it.
+   */
+  acquireRw(id: number, resource: string, access: 'read' | 'write', ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): void
   /**
    * Resolves once the manager has started: a quorum of nodes is connected, or every node's
    * first connection attempt has finished (a node that is down, silent or cannot be resolved

@@ -285,12 +285,16 @@ export interface AcquireOptions {
   retryCount?: number
   /** Compute a fencing token (`lock.fence`). */
   fencing?: boolean
-  /** Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting. */
+  /**
+   * Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting. Refused
+   * (`true`) by read-write locks, which order their waiters themselves.
+   */
   fair?: boolean
   /**
    * Hold the lock at least this many milliseconds after the grant: a release before then
    * leaves it taken until then (a job that finished early is not run again meanwhile by a
-   * machine whose schedule is a little behind). At most the duration; locks only.
+   * machine whose schedule is a little behind). At most the duration; plain locks only
+   * (refused for semaphore permits and read-write locks).
    */
   minHold?: number
   /** Cancels a waiting acquire; the promise then rejects with `signal.reason`. */
@@ -370,6 +374,11 @@ export declare class Lock {
   readonly validityMs: number
   /** The fencing token when acquired with `fencing: true`, else null. */
   readonly fence: bigint | null
+  /**
+   * Which side of a read-write lock (`manager.rwLock(resource)`) this is: `'read'` (shared with
+   * other readers) or `'write'` (exclusive); null for a plain lock or a semaphore permit.
+   */
+  readonly access: 'read' | 'write' | null
   /** Per-node report of the last operation on this lock. */
   readonly report: NodeReport[]
   /** Milliseconds the last operation's (last) round took. */
@@ -464,6 +473,13 @@ export declare class LockManager extends EventEmitter {
    * nodes (more than a majority for a limit of 2 or more).
    */
   semaphore(resource: string, limit: number): Semaphore
+  /**
+   * The read-write lock `resource`: readers share it, a writer excludes readers and other
+   * writers, and a plain lock of the same name excludes both (and is excluded by either). A
+   * writer that is waiting holds back new readers, so writers are not starved by a stream of
+   * readers. Throws InvalidArgumentError at once when `resource` is not a string.
+   */
+  rwLock(resource: string): RwLock
   /** Releases `lock` (node-redlock's `redlock.release(lock)`). */
   release(lock: Lock): Promise<ReleaseResult>
   /** Extends `lock` to `durationMs` from now; resolves to the lock. */
@@ -567,6 +583,31 @@ export interface Semaphore {
    * QuorumUnavailableError when too few nodes could admit it (the message says how many).
    */
   acquire(durationMs: number, options?: AcquireOptions): Promise<Lock>
+}
+
+/**
+ * A read-write lock (`manager.rwLock(resource)`). Both sides are Locks like any other (extend,
+ * release, finish, keepAlive, fence, report), granted by the same majority of nodes as a lock;
+ * `lock.access` says which side. Fencing tokens grow across reads and writes alike.
+ */
+export interface RwLock {
+  /** The resource name. */
+  readonly resource: string
+  /**
+   * Acquires the read (shared) side for `durationMs`: granted alongside other readers; rejects
+   * with LockContendedError while a writer holds the resource or waits for it, or a plain lock
+   * of the same name holds it. `fair: true` and `minHold` are refused with InvalidArgumentError
+   * (`fair: …`, `min_hold: …`).
+   */
+  read(durationMs: number, options?: AcquireOptions): Promise<Lock>
+  /**
+   * Acquires the write (exclusive) side for `durationMs`: rejects with LockContendedError while
+   * readers, another writer or a plain lock of the same name hold the resource. While it waits
+   * (`wait`, `retryCount`), new readers are refused, and a release by the last reader wakes it.
+   * A writer that gives up or is aborted stops holding readers back. `fair: true` and `minHold`
+   * are refused with InvalidArgumentError (`fair: …`, `min_hold: …`).
+   */
+  write(durationMs: number, options?: AcquireOptions): Promise<Lock>
 }
 
 /**

@@ -133,6 +133,11 @@ class Lock {
     return this.#native.fence ?? null
   }
 
+  /** For a read-write lock (`manager.rwLock`): `'read'` or `'write'`; null for a lock or a permit. */
+  get access() {
+    return this.#native.access ?? null
+  }
+
   /** Per-node report `[{url, vote, error}]` of the last operation on this lock. */
   get report() {
     return errors.normalizeReport(coreReport(this.#native))
@@ -239,8 +244,11 @@ class Lock {
     return { stop: () => n.stopKeepAlive() }
   }
 
+  /** `Lock(["a"])`; a read-write lock's side after the name: `Lock(["doc"], read)`. */
   toString() {
-    return `Lock(${errors.cut(JSON.stringify(this.resources))})`
+    const access = this.#native.access
+    const shown = errors.cut(JSON.stringify(this.resources))
+    return access ? `Lock(${shown}, ${access})` : `Lock(${shown})`
   }
 
   /**
@@ -261,11 +269,16 @@ class Lock {
     }
   }
 
-  /** `util.inspect`: resources, validity left, fence and lost; the token only as a prefix. */
+  /**
+   * `util.inspect`: resources, the side of a read-write lock (`access`, shown only for one),
+   * validity left, fence and lost; the token only as a prefix.
+   */
   [inspect.custom](depth, options, show = inspect) {
     const n = this.#native
+    const access = n.access
     const shown = {
       resources: n.resources,
+      ...(access ? { access } : {}),
       validityMs: n.validityMs,
       fence: n.fence ?? null,
       lost: n.isLost(),

@@ -39,9 +39,10 @@ const internal = {
 /**
  * The acquire of `manager` through native manager `n` (the manager's own, or a Redlock variant).
  * `options`: the checked acquire options; an empty object is passed on as none (the native layer
- * then reads no property).
+ * then reads no property). With `limit`: one permit of the counting semaphore `resources[0]`;
+ * with `access` (`'read'` or `'write'`): that side of the read-write lock `resources[0]`.
  */
-function acquire(manager, n, resources, durationMs, options, signal, limit) {
+function acquire(manager, n, resources, durationMs, options, signal, limit, access) {
   const state = STATE.get(manager)
   const voters = { nodes: state.nodes, resources: resources.length }
   const observe = manager[internal.observe]
@@ -57,11 +58,12 @@ function acquire(manager, n, resources, durationMs, options, signal, limit) {
     if (observe) observe(lock.report, voters)
     return lock
   }
-  // With `limit`: one permit of the counting semaphore `resources[0]`.
   const call = (id, token) =>
-    limit === undefined
-      ? n.acquire(id, resources, durationMs, options, token)
-      : n.acquirePermit(id, resources[0], limit, durationMs, options, token)
+    limit !== undefined
+      ? n.acquirePermit(id, resources[0], limit, durationMs, options, token)
+      : access !== undefined
+        ? n.acquireRw(id, resources[0], access, durationMs, options, token)
+        : n.acquire(id, resources, durationMs, options, token)
   if (!signal) return start((id) => call(id), ok, fail)
   if (signal.aborted) return Promise.reject(abortReason(signal))
   const token = new native.CancelToken()
@@ -108,6 +110,43 @@ class Semaphore {
       const { options: o, signal } =
         options === undefined || options === null ? {} : args.acquireOptions(options)
       return acquire(manager, manager[kNative], [this.resource], durationMs, o, signal, this.limit)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+}
+
+/** A read-write lock of a manager (`manager.rwLock(resource)`). */
+class RwLock {
+  constructor(manager, resource) {
+    /** The resource name. */
+    this.resource = resource
+    Object.defineProperty(this, kManager, { value: manager })
+  }
+
+  /**
+   * Acquires the read (shared) side for `durationMs` (options as `LockManager#acquire`: `wait`,
+   * `retryCount`, `fencing`, `signal`; `fair` and `minHold` are refused).
+   */
+  read(durationMs, options) {
+    return this.#acquire('read', durationMs, options)
+  }
+
+  /**
+   * Acquires the write (exclusive) side for `durationMs` (options as `read`). While it waits,
+   * new readers are refused.
+   */
+  write(durationMs, options) {
+    return this.#acquire('write', durationMs, options)
+  }
+
+  #acquire(access, durationMs, options) {
+    try {
+      args.ttl('durationMs', durationMs)
+      const manager = this[kManager]
+      const { options: o, signal } =
+        options === undefined || options === null ? {} : args.acquireOptions(options)
+      return acquire(manager, manager[kNative], [this.resource], durationMs, o, signal, undefined, access)
     } catch (e) {
       return Promise.reject(e)
     }
@@ -202,6 +241,17 @@ class LockManager extends EventEmitter {
       throw errors.invalid(`limit: expected an integer between 1 and 10000, got ${args.describe(limit)}`)
     }
     return new Semaphore(this, resource, limit)
+  }
+
+  /**
+   * The read-write lock `resource`: `rw.read(durationMs, options)` is shared with other readers,
+   * `rw.write(durationMs, options)` excludes readers and other writers, and a plain lock of the
+   * same name excludes both. A writer that waits holds back new readers. Each resolves to a Lock
+   * (`lock.access` is `'read'` or `'write'`) or rejects with LockContendedError.
+   */
+  rwLock(resource) {
+    args.resource('resource', resource)
+    return new RwLock(this, resource)
   }
 
   /** Releases `lock` (node-redlock's `redlock.release(lock)`). */

@@ -70,6 +70,23 @@ pub fn in_node_words(e: Error, ttl_name: &str) -> Error {
     Error::new(e.kind(), node_words(e.message(), ttl_name))
 }
 
+/// The per-call acquire options that share a name with a manager setting (`fair`): in an
+/// error of a call, such a head names the call's option, not the setting.
+const CALL_OPTIONS: [&str; 1] = ["fair"];
+
+/// [`in_node_words`] for an error of an acquire: a head naming one of its
+/// options is kept as the core gives it (`fair: …`, as `min_hold: …`), not turned into the
+/// manager setting of the same name.
+pub fn in_call_words(e: Error, ttl_name: &str) -> Error {
+    if e.kind() != ErrorKind::InvalidArgument {
+        return e;
+    }
+    Error::new(
+        e.kind(),
+        node_words_keeping(e.message(), ttl_name, &CALL_OPTIONS),
+    )
+}
+
 /// Every core setting name with its Node spelling (from the core's table).
 fn setting_names() -> impl Iterator<Item = (&'static str, String)> {
     ironlock::SETTINGS
@@ -83,11 +100,18 @@ fn setting_names() -> impl Iterator<Item = (&'static str, String)> {
 }
 
 fn node_words(message: &str, ttl_name: &str) -> String {
+    node_words_keeping(message, ttl_name, &[])
+}
+
+/// [`node_words`], leaving a head in `kept` as it is.
+fn node_words_keeping(message: &str, ttl_name: &str, kept: &[&str]) -> String {
     // The argument the message starts with ("max_ttl: …", "ttl: …").
     let (head, rest) = match message.split_once(": ") {
         Some((head, rest)) if head.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') => {
             let named = if head == "ttl" {
                 ttl_name.to_owned()
+            } else if kept.contains(&head) {
+                head.to_owned()
             } else {
                 match setting_names().find(|(core, _)| *core == head) {
                     Some((_, js)) => format!("settings.{js}"),
@@ -224,6 +248,30 @@ mod tests {
         assert_eq!(
             node_words("resources[0]: x1s 3 sets", "t"),
             "resources[0]: x1s 3 sets"
+        );
+    }
+
+    #[test]
+    fn a_call_option_named_like_a_setting_stays_the_call_option() {
+        let e = Error::new(
+            ErrorKind::InvalidArgument,
+            "fair: not here; see max_ttl (2s)",
+        );
+        assert_eq!(
+            in_call_words(e.clone(), "durationMs").message(),
+            "fair: not here; see maxTtl (2000 ms)"
+        );
+        assert_eq!(
+            in_node_words(e, "ttl").message(),
+            "settings.fair: not here; see maxTtl (2000 ms)"
+        );
+        let e = Error::new(
+            ErrorKind::InvalidArgument,
+            "ttl: must be at most max_ttl (60s)",
+        );
+        assert_eq!(
+            in_call_words(e, "durationMs").message(),
+            "durationMs: must be at most maxTtl (60000 ms)"
         );
     }
 

@@ -66,6 +66,12 @@ impl NativeLock {
         self.lock.fence().map(BigInt::from)
     }
 
+    /// For a read-write lock: `"read"` or `"write"`; `null` for a lock or a permit.
+    #[napi(getter, ts_return_type = "'read' | 'write' | null")]
+    pub fn access(&self) -> Option<&'static str> {
+        self.lock.access().map(ironlock::Access::as_str)
+    }
+
     /// End of validity as epoch milliseconds (display only; validity is monotonic).
     #[napi(getter)]
     pub fn expiration(&self) -> f64 {

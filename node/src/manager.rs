@@ -11,7 +11,7 @@ use napi_derive::napi;
 use tokio::sync::watch;
 
 use crate::complete::{CompleteArgs, Completer, Done};
-use crate::error::{aborted, boundary, in_node_words, to_napi};
+use crate::error::{aborted, boundary, in_call_words, in_node_words, invalid, to_napi};
 use crate::lock::NativeLock;
 use crate::runtime::{Closable, EnvScope, spawn, until_set};
 use crate::settings::{self, AcquireOptions, millis};
@@ -236,8 +236,53 @@ impl NativeManager {
         options: Option<AcquireOptions>,
         cancel: Option<&CancelToken>,
     ) -> Result<()> {
-        self.start_acquire(id, vec![resource], Some(limit), ttl_ms, options, cancel)
+        self.start_acquire(
+            id,
+            vec![resource],
+            Some(Side::Permit(limit)),
+            ttl_ms,
+            options,
+            cancel,
+        )
     }
+
+    /// As `acquire`, for the `access` side (`"read"` or `"write"`) of the read-write lock
+    /// `resource`: settles `id` with a `NativeLock` (its `access` says which side), or
+    /// CONTENDED while the other side (or a plain lock of the name) holds it.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "id: number, resource: string, access: 'read' | 'write', ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null"
+    )]
+    pub fn acquire_rw(
+        &self,
+        id: u32,
+        resource: String,
+        access: String,
+        ttl_ms: f64,
+        options: Option<AcquireOptions>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<()> {
+        let side = match access.as_str() {
+            "read" => Side::Rw(ironlock::Access::Read),
+            "write" => Side::Rw(ironlock::Access::Write),
+            other => {
+                return Err(invalid(format!(
+                    "access: expected \"read\" or \"write\", got {:?}",
+                    ironlock::cut(other)
+                )));
+            }
+        };
+        self.start_acquire(id, vec![resource], Some(side), ttl_ms, options, cancel)
+    }
+}
+
+/// What an acquire of a single resource takes instead of the plain lock.
+#[derive(Clone, Copy)]
+enum Side {
+    /// One of `limit` permits of the counting semaphore.
+    Permit(u32),
+    /// One side of the read-write lock.
+    Rw(ironlock::Access),
 }
 
 impl NativeManager {
@@ -245,7 +290,7 @@ impl NativeManager {
         &self,
         id: u32,
         resources: Vec<String>,
-        limit: Option<u32>,
+        side: Option<Side>,
         ttl_ms: f64,
         options: Option<AcquireOptions>,
         cancel: Option<&CancelToken>,
@@ -259,11 +304,20 @@ impl NativeManager {
             let scope = Arc::clone(&self.scope);
             completer.clone().run(id, async move {
                 let manager = manager.await.map_err(to_napi)?;
-                let semaphore = limit.map(|k| manager.semaphore(resources[0].as_str(), k));
                 let acquire = async {
-                    match &semaphore {
-                        Some(sem) => sem.acquire_with(ttl, options).await,
+                    match side {
                         None => manager.acquire_with(&resources, ttl, options).await,
+                        Some(Side::Permit(limit)) => {
+                            let sem = manager.semaphore(resources[0].as_str(), limit);
+                            sem.acquire_with(ttl, options).await
+                        }
+                        Some(Side::Rw(access)) => {
+                            let rw = manager.rw_lock(resources[0].as_str());
+                            match access {
+                                ironlock::Access::Read => rw.read_with(ttl, options).await,
+                                ironlock::Access::Write => rw.write_with(ttl, options).await,
+                            }
+                        }
                     }
                 };
                 let cancelled = async move {
@@ -284,7 +338,7 @@ impl NativeManager {
                 };
                 result
                     .map(|lock| Done::Lock(NativeLock::new(lock, completer, scope)))
-                    .map_err(|e| to_napi(in_node_words(e, "durationMs")))
+                    .map_err(|e| to_napi(in_call_words(e, "durationMs")))
             });
             Ok(())
         })

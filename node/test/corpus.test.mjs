@@ -47,7 +47,7 @@ function settings(s) {
 }
 
 const FIELDS = {
-  acquire: ['as', 'resources', 'ttl_ms', 'options', 'expect', 'expect_votes', 'expect_rounds', 'expect_message', 'limit'],
+  acquire: ['as', 'resources', 'ttl_ms', 'options', 'expect', 'expect_votes', 'expect_rounds', 'expect_message', 'limit', 'access'],
   extend: ['lock', 'ttl_ms', 'expect'],
   release: ['lock', 'expect_held'],
   finish: ['lock', 'expect'],
@@ -120,15 +120,27 @@ async function run(sc) {
             assert.ok(OPTIONS[k], `${ctx}: unknown option ${k}`)
             options[OPTIONS[k]] = v
           }
+          if ('access' in step) {
+            assert.ok(['read', 'write'].includes(step.access), `${ctx}: unknown access ${JSON.stringify(step.access)}`)
+          }
           let got
           let report
           let outcome
           try {
-            // `limit`: a permit of the semaphore resources[0] (SPEC §11).
-            const lock =
-              'limit' in step
-                ? await manager.semaphore(step.resources[0], step.limit).acquire(step.ttl_ms, options)
-                : await manager.acquire(step.resources, step.ttl_ms, options)
+            // `limit`: a permit of the semaphore resources[0] (SPEC §11); `access`: that side of
+            // the read-write lock resources[0].
+            let lock
+            if ('limit' in step) {
+              lock = await manager.semaphore(step.resources[0], step.limit).acquire(step.ttl_ms, options)
+            } else if ('access' in step) {
+              const rw = manager.rwLock(step.resources[0])
+              lock =
+                step.access === 'read'
+                  ? await rw.read(step.ttl_ms, options)
+                  : await rw.write(step.ttl_ms, options)
+            } else {
+              lock = await manager.acquire(step.resources, step.ttl_ms, options)
+            }
             locks[step.as] = lock
             got = 'ok'
             report = lock.report
@@ -140,6 +152,8 @@ async function run(sc) {
             outcome = e
           }
           assert.equal(got, step.expect, `${ctx}: ${JSON.stringify(report)}`)
+          // A lock says which side of a read-write lock it holds, and null otherwise.
+          if (got === 'ok') assert.equal(outcome.access, step.access ?? null, `${ctx}: lock.access`)
           checkVotes(step, report, ctx)
           checkRounds(step, outcome, ctx)
           checkMessage(step, outcome instanceof Error ? outcome.message : undefined, cluster.urls, ctx)

@@ -16,6 +16,7 @@ import Redlock2, {
   type ErrorCode,
   type NodeReport,
   type ReleaseResult,
+  type RwLock,
   type Settings,
 } from 'ironlock'
 
@@ -78,6 +79,28 @@ async function main(nodes: string[]): Promise<void> {
     signal.error?.message ?? 'held',
   )
   await rl.quit()
+
+  // Read-write locks: readers share, a writer excludes them; each side is a Lock whose `access`
+  // says which.
+  const rw: RwLock = manager.rwLock(`${resource}:rw`)
+  let sides: Array<'read' | 'write' | null> = []
+  {
+    await using r1 = await rw.read(5_000, { fencing: true })
+    await using r2 = await rw.read(5_000, { retryCount: 0 })
+    sides = [r1.access, r2.access]
+    try {
+      await rw.write(1_000, { retryCount: 0, signal: new AbortController().signal })
+      throw new Error('expected the writer to be refused')
+    } catch (e) {
+      if (!(e instanceof LockContendedError)) throw e
+    }
+  }
+  const w: Lock = await rw.write(1_000)
+  sides.push(w.access, (await manager.acquire([resource], 1_000).then(async (l) => (await l.release(), l))).access)
+  await w.release()
+  if (sides.join() !== 'read,read,write,' || rw.resource !== `${resource}:rw`) {
+    throw new Error(`read-write lock misbehaved: ${sides}`)
+  }
   if (sizes < 3 || timing <= 0 || !done.held || releaseStats.length !== 1 || why !== 'held') {
     throw new Error('Redlock misbehaved')
   }
@@ -98,6 +121,15 @@ export function typeErrors(m: LockManager, l: Lock): void {
   void new LockManager(['redis://127.0.0.1:1'], { retryCont: 1 })
   // @ts-expect-error fence is read-only
   l.fence = 1n
+  // @ts-expect-error access is null for a plain lock or a permit
+  const side: 'read' | 'write' = l.access
+  void side
+  // @ts-expect-error access is read-only
+  l.access = 'read'
+  // @ts-expect-error a read-write lock has one resource
+  void m.rwLock(['r'])
+  // @ts-expect-error a read-write lock's sides take acquire options only
+  void m.rwLock('r').write(1_000, { limit: 2 })
   // @ts-expect-error a ResourceLockedError is a vote reason, not an IronlockError (no code)
   void new ResourceLockedError('x').code
   // @ts-expect-error unknown per-call setting
