@@ -86,6 +86,13 @@ typedef struct ironlock_manager ironlock_manager;
 typedef int32_t ironlock_status;
 
 /**
+ * Which side of a read-write lock an `ironlock_lock` holds (`ironlock_lock_access`). A plain
+ * integer (not a C enum), as `ironlock_status`: the numbers are stable and never reused.
+ * Added after the 0.1.0 ABI.
+ */
+typedef int32_t ironlock_access;
+
+/**
  * Called once, from an internal runtime thread, when an auto-extended lock is lost.
  */
 typedef void (*ironlock_lost_callback)(void *userdata);
@@ -155,6 +162,23 @@ typedef struct ironlock_acquire_options {
  * A bug in ironlock, including a caught Rust panic. Never an abort.
  */
 #define IRONLOCK_INTERNAL 6
+
+/**
+ * Not a side of a read-write lock: a plain lock (`ironlock_acquire`), a semaphore permit
+ * (`ironlock_acquire_permit`), or NULL. Added after the 0.1.0 ABI.
+ */
+#define IRONLOCK_ACCESS_NONE 0
+
+/**
+ * A read (`ironlock_acquire_read`): shared with other readers. Added after the 0.1.0 ABI.
+ */
+#define IRONLOCK_ACCESS_READ 1
+
+/**
+ * A write (`ironlock_acquire_write`): excludes readers, other writers and plain locks of the
+ * same name. Added after the 0.1.0 ABI.
+ */
+#define IRONLOCK_ACCESS_WRITE 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -577,6 +601,19 @@ bool ironlock_lock_is_lost(const struct ironlock_lock *lock);
 ironlock_status ironlock_lock_fence(const struct ironlock_lock *lock, uint64_t *fence);
 
 /**
+ * Which side of a read-write lock the lock holds: IRONLOCK_ACCESS_READ for a lock from
+ * `ironlock_acquire_read`, IRONLOCK_ACCESS_WRITE for one from `ironlock_acquire_write`, and
+ * IRONLOCK_ACCESS_NONE for a plain lock, a semaphore permit and NULL. Fixed at the grant (a
+ * released or lost lock keeps it). Never touches Redis. Added after the 0.1.0 ABI.
+ *
+ * Thread safety: any thread, concurrently with any call on the lock but `ironlock_lock_free`.
+ *
+ * # Safety
+ * `lock` is NULL or a live lock.
+ */
+ironlock_access ironlock_lock_access(const struct ironlock_lock *lock);
+
+/**
  * The lock's random token (40 lowercase hex characters), the value of its keys on Redis.
  * NULL for NULL.
  *
@@ -716,6 +753,58 @@ ironlock_status ironlock_acquire_permit(struct ironlock_manager *manager,
                                         struct ironlock_lock **out);
 
 /**
+ * Acquires the read (shared) side of the read-write lock `resource` for `ttl_ms`
+ * milliseconds, retrying as the manager's settings and `opts` (NULL = defaults) say. Readers
+ * share the lock with one another; a writer (`ironlock_acquire_write`) or a plain lock
+ * (`ironlock_acquire`) of the same name excludes them, and so does a writer that is waiting
+ * for it, so that writers are never starved by a stream of readers. A read is an
+ * `ironlock_lock` granted by the same majority as a lock: extend, release, finish,
+ * auto-extension, fencing and the report work as for a lock, and `ironlock_lock_access` gives
+ * IRONLOCK_ACCESS_READ. Blocks the calling thread; writes `*out` only on success.
+ *
+ * Returns IRONLOCK_CONTENDED while a writer or a plain lock of the name holds it or a writer
+ * waits for it, IRONLOCK_UNAVAILABLE when no quorum answered in time,
+ * IRONLOCK_INVALID_ARGUMENT for bad input, naming it: a NULL, empty or non-UTF-8 `resource`,
+ * a bad ttl, and the two options read-write locks refuse: fair
+ * (`ironlock_acquire_opts_set_fair(opts, true)`; the message starts with `fair:`) and a
+ * non-zero minimum hold (`ironlock_acquire_opts_set_min_hold`; the message starts with
+ * `min_hold:`). Nothing reaches Redis for bad input. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `manager` is NULL or a live manager; `resource` is NULL or a NUL-terminated string; `opts`
+ * is NULL or live; `out` is NULL or writable.
+ */
+ironlock_status ironlock_acquire_read(struct ironlock_manager *manager,
+                                      const char *resource,
+                                      uint64_t ttl_ms,
+                                      const struct ironlock_acquire_opts *opts,
+                                      struct ironlock_lock **out);
+
+/**
+ * Acquires the write (exclusive) side of the read-write lock `resource` for `ttl_ms`
+ * milliseconds, retrying as the manager's settings and `opts` (NULL = defaults) say. A writer
+ * excludes readers (`ironlock_acquire_read`), other writers and plain locks
+ * (`ironlock_acquire`) of the same name, and a plain lock of the name excludes it. While it
+ * waits for readers to leave, new readers are refused. A write is an `ironlock_lock` granted
+ * by the same majority as a lock: extend, release, finish, auto-extension, fencing and the
+ * report work as for a lock, and `ironlock_lock_access` gives IRONLOCK_ACCESS_WRITE. Blocks
+ * the calling thread; writes `*out` only on success.
+ *
+ * Returns IRONLOCK_CONTENDED while readers, another writer or a plain lock of the name hold
+ * it, IRONLOCK_UNAVAILABLE when no quorum answered in time, IRONLOCK_INVALID_ARGUMENT for bad
+ * input as `ironlock_acquire_read` (fair and a non-zero minimum hold are refused the same
+ * way). Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * As `ironlock_acquire_read`.
+ */
+ironlock_status ironlock_acquire_write(struct ironlock_manager *manager,
+                                       const char *resource,
+                                       uint64_t ttl_ms,
+                                       const struct ironlock_acquire_opts *opts,
+                                       struct ironlock_lock **out);
+
+/**
  * Reads one of the manager's counters by its name — the field names of the stats
  * snapshot in every language: `granted`, `contended`, `unavailable`, `rounds`, `retries`,
  * `wakeups`, `extensions`, `extension_failures`, `releases`, `lost`, `reseats`,
@@ -793,7 +882,9 @@ ironlock_status ironlock_acquire_opts_set_fencing(struct ironlock_acquire_opts *
 /**
  * Wait in line (FIFO across the quorum), whatever the manager's `fair` setting says;
  * `fair` false makes this acquire plain. Options never given this take the manager's setting.
- * Added after the 0.1.0 ABI.
+ * Read-write locks order their own waiters (a waiting writer holds back new readers):
+ * `ironlock_acquire_read` / `_write` refuse `fair` true with IRONLOCK_INVALID_ARGUMENT and
+ * ignore the manager's setting. Added after the 0.1.0 ABI.
  *
  * # Safety
  * `opts` is NULL or live.
@@ -805,8 +896,9 @@ ironlock_status ironlock_acquire_opts_set_fair(struct ironlock_acquire_opts *opt
  * taken (its keys set to expire when the hold is over) instead of freeing it, so that a job
  * that finished early is not run again meanwhile by a machine whose schedule is a little
  * behind. 0 (the default) releases at once. At most the lock's ttl (`ironlock_acquire_with`
- * fails with IRONLOCK_INVALID_ARGUMENT naming `min_hold` otherwise); locks only, not
- * semaphore permits. Added after the 0.1.0 ABI.
+ * fails with IRONLOCK_INVALID_ARGUMENT naming `min_hold` otherwise); locks only: a non-zero
+ * hold is refused the same way for semaphore permits and read-write locks. Added after the
+ * 0.1.0 ABI.
  *
  * # Safety
  * `opts` is NULL or live.

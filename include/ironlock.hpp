@@ -274,6 +274,9 @@ public:
         return ironlock_lock_fence(l_.get(), &f) == IRONLOCK_OK ? std::optional<std::uint64_t>(f)
                                                                  : std::nullopt;
     }
+    /// For a read-write lock: IRONLOCK_ACCESS_READ or IRONLOCK_ACCESS_WRITE; IRONLOCK_ACCESS_NONE
+    /// for a plain lock or a semaphore permit.
+    ironlock_access access() const noexcept { return ironlock_lock_access(l_.get()); }
     ironlock_lock *get() const noexcept { return l_.get(); }
 
 private:
@@ -321,6 +324,34 @@ public:
         ironlock_lock *l = nullptr;
         detail::check(ironlock_acquire_permit(m_.get(), detail::c_str("resource", resource), limit,
                                               detail::millis("ttl", ttl), o.get(), &l));
+        return lock(l);
+    }
+
+    /// Acquires the read (shared) side of the read-write lock `resource` for `ttl`: readers
+    /// share it; a writer or a plain lock of the same name excludes them, and so does a waiting
+    /// writer. A lock like any other (extend, release, auto-extension, fencing); throws
+    /// ironlock::error (IRONLOCK_CONTENDED while a writer holds or waits; IRONLOCK_INVALID_ARGUMENT
+    /// for `fair` true, which read-write locks refuse) with the report.
+    template <class R, class P>
+    lock acquire_read(const std::string &resource, std::chrono::duration<R, P> ttl,
+                      const acquire_options &options = {}) {
+        auto o = c_options(options);
+        ironlock_lock *l = nullptr;
+        detail::check(ironlock_acquire_read(m_.get(), detail::c_str("resource", resource),
+                                            detail::millis("ttl", ttl), o.get(), &l));
+        return lock(l);
+    }
+
+    /// Acquires the write (exclusive) side of the read-write lock `resource` for `ttl`: it
+    /// excludes readers, other writers and plain locks of the same name, and new readers are
+    /// refused while it waits. Throws ironlock::error as `acquire_read`.
+    template <class R, class P>
+    lock acquire_write(const std::string &resource, std::chrono::duration<R, P> ttl,
+                       const acquire_options &options = {}) {
+        auto o = c_options(options);
+        ironlock_lock *l = nullptr;
+        detail::check(ironlock_acquire_write(m_.get(), detail::c_str("resource", resource),
+                                             detail::millis("ttl", ttl), o.get(), &l));
         return lock(l);
     }
 

@@ -7,7 +7,7 @@ use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use ironlock::{Error, ErrorKind, KeepAlive, Lock};
+use ironlock::{Access, Error, ErrorKind, KeepAlive, Lock};
 use tokio::task::JoinHandle;
 
 use crate::boundary::{c_string, call, guard, invalid};
@@ -18,6 +18,20 @@ use crate::runtime::Runtime;
 
 /// Called once, from an internal runtime thread, when an auto-extended lock is lost.
 pub type ironlock_lost_callback = Option<unsafe extern "C" fn(userdata: *mut c_void)>;
+
+/// Which side of a read-write lock an `ironlock_lock` holds (`ironlock_lock_access`). A plain
+/// integer (not a C enum), as `ironlock_status`: the numbers are stable and never reused.
+/// Added after the 0.1.0 ABI.
+pub type ironlock_access = i32;
+
+/// Not a side of a read-write lock: a plain lock (`ironlock_acquire`), a semaphore permit
+/// (`ironlock_acquire_permit`), or NULL. Added after the 0.1.0 ABI.
+pub const IRONLOCK_ACCESS_NONE: ironlock_access = 0;
+/// A read (`ironlock_acquire_read`): shared with other readers. Added after the 0.1.0 ABI.
+pub const IRONLOCK_ACCESS_READ: ironlock_access = 1;
+/// A write (`ironlock_acquire_write`): excludes readers, other writers and plain locks of the
+/// same name. Added after the 0.1.0 ABI.
+pub const IRONLOCK_ACCESS_WRITE: ironlock_access = 2;
 
 /// A lock granted by a quorum.
 ///
@@ -302,6 +316,27 @@ pub unsafe extern "C" fn ironlock_lock_fence(
         // SAFETY: checked non-NULL above.
         unsafe { out.write(value) };
         Ok(())
+    })
+}
+
+/// Which side of a read-write lock the lock holds: IRONLOCK_ACCESS_READ for a lock from
+/// `ironlock_acquire_read`, IRONLOCK_ACCESS_WRITE for one from `ironlock_acquire_write`, and
+/// IRONLOCK_ACCESS_NONE for a plain lock, a semaphore permit and NULL. Fixed at the grant (a
+/// released or lost lock keeps it). Never touches Redis. Added after the 0.1.0 ABI.
+///
+/// Thread safety: any thread, concurrently with any call on the lock but `ironlock_lock_free`.
+///
+/// # Safety
+/// `lock` is NULL or a live lock.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_lock_access(lock: *const ironlock_lock) -> ironlock_access {
+    guard(IRONLOCK_ACCESS_NONE, || {
+        // SAFETY: forwarded caller contract.
+        match unsafe { lock.as_ref() }.and_then(|l| l.lock.access()) {
+            Some(Access::Read) => IRONLOCK_ACCESS_READ,
+            Some(Access::Write) => IRONLOCK_ACCESS_WRITE,
+            None => IRONLOCK_ACCESS_NONE,
+        }
     })
 }
 

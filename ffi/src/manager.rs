@@ -5,7 +5,7 @@ use std::ffi::{CString, c_char};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ironlock::{AcquireOptions, LockManager, Result};
+use ironlock::{Access, AcquireOptions, LockManager, Result};
 
 use crate::boundary::{c_string, call, guard, invalid};
 use crate::config::ironlock_config;
@@ -271,6 +271,101 @@ pub unsafe extern "C" fn ironlock_acquire_permit(
         let ttl = Duration::from_millis(ttl_ms);
         let semaphore = m.manager().semaphore(name, limit);
         let result = m.rt.block_on(semaphore.acquire_with(ttl, options))?;
+        // SAFETY: `out` checked non-NULL above.
+        unsafe { hand_out(m, result, out) }
+    })
+}
+
+/// Acquires the read (shared) side of the read-write lock `resource` for `ttl_ms`
+/// milliseconds, retrying as the manager's settings and `opts` (NULL = defaults) say. Readers
+/// share the lock with one another; a writer (`ironlock_acquire_write`) or a plain lock
+/// (`ironlock_acquire`) of the same name excludes them, and so does a writer that is waiting
+/// for it, so that writers are never starved by a stream of readers. A read is an
+/// `ironlock_lock` granted by the same majority as a lock: extend, release, finish,
+/// auto-extension, fencing and the report work as for a lock, and `ironlock_lock_access` gives
+/// IRONLOCK_ACCESS_READ. Blocks the calling thread; writes `*out` only on success.
+///
+/// Returns IRONLOCK_CONTENDED while a writer or a plain lock of the name holds it or a writer
+/// waits for it, IRONLOCK_UNAVAILABLE when no quorum answered in time,
+/// IRONLOCK_INVALID_ARGUMENT for bad input, naming it: a NULL, empty or non-UTF-8 `resource`,
+/// a bad ttl, and the two options read-write locks refuse: fair
+/// (`ironlock_acquire_opts_set_fair(opts, true)`; the message starts with `fair:`) and a
+/// non-zero minimum hold (`ironlock_acquire_opts_set_min_hold`; the message starts with
+/// `min_hold:`). Nothing reaches Redis for bad input. Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// `manager` is NULL or a live manager; `resource` is NULL or a NUL-terminated string; `opts`
+/// is NULL or live; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_acquire_read(
+    manager: *mut ironlock_manager,
+    resource: *const c_char,
+    ttl_ms: u64,
+    opts: *const ironlock_acquire_opts,
+    out: *mut *mut ironlock_lock,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe { acquire_rw(manager, resource, Access::Read, ttl_ms, opts, out) }
+}
+
+/// Acquires the write (exclusive) side of the read-write lock `resource` for `ttl_ms`
+/// milliseconds, retrying as the manager's settings and `opts` (NULL = defaults) say. A writer
+/// excludes readers (`ironlock_acquire_read`), other writers and plain locks
+/// (`ironlock_acquire`) of the same name, and a plain lock of the name excludes it. While it
+/// waits for readers to leave, new readers are refused. A write is an `ironlock_lock` granted
+/// by the same majority as a lock: extend, release, finish, auto-extension, fencing and the
+/// report work as for a lock, and `ironlock_lock_access` gives IRONLOCK_ACCESS_WRITE. Blocks
+/// the calling thread; writes `*out` only on success.
+///
+/// Returns IRONLOCK_CONTENDED while readers, another writer or a plain lock of the name hold
+/// it, IRONLOCK_UNAVAILABLE when no quorum answered in time, IRONLOCK_INVALID_ARGUMENT for bad
+/// input as `ironlock_acquire_read` (fair and a non-zero minimum hold are refused the same
+/// way). Added after the 0.1.0 ABI.
+///
+/// # Safety
+/// As `ironlock_acquire_read`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ironlock_acquire_write(
+    manager: *mut ironlock_manager,
+    resource: *const c_char,
+    ttl_ms: u64,
+    opts: *const ironlock_acquire_opts,
+    out: *mut *mut ironlock_lock,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe { acquire_rw(manager, resource, Access::Write, ttl_ms, opts, out) }
+}
+
+/// The body of `ironlock_acquire_read` and `ironlock_acquire_write`: the arguments checked in
+/// the order of `ironlock_acquire_permit`, then one acquire of that side.
+///
+/// # Safety
+/// As `ironlock_acquire_read`.
+unsafe fn acquire_rw(
+    manager: *mut ironlock_manager,
+    resource: *const c_char,
+    access: Access,
+    ttl_ms: u64,
+    opts: *const ironlock_acquire_opts,
+    out: *mut *mut ironlock_lock,
+) -> ironlock_status {
+    call(|| {
+        report::set(None);
+        // SAFETY: forwarded caller contract.
+        let m = unsafe { arg_ref(manager.cast_const(), "manager") }?;
+        // SAFETY: forwarded caller contract.
+        let name = unsafe { arg_str(resource, "resource") }?;
+        // SAFETY: forwarded caller contract.
+        let options = unsafe { opts.as_ref() }
+            .map(|o| o.options.clone())
+            .unwrap_or_default();
+        let out = arg_out(out, "out")?;
+        let ttl = Duration::from_millis(ttl_ms);
+        let rw = m.manager().rw_lock(name);
+        let result = match access {
+            Access::Read => m.rt.block_on(rw.read_with(ttl, options))?,
+            Access::Write => m.rt.block_on(rw.write_with(ttl, options))?,
+        };
         // SAFETY: `out` checked non-NULL above.
         unsafe { hand_out(m, result, out) }
     })

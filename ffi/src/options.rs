@@ -108,7 +108,9 @@ pub unsafe extern "C" fn ironlock_acquire_opts_set_fencing(
 
 /// Wait in line (FIFO across the quorum), whatever the manager's `fair` setting says;
 /// `fair` false makes this acquire plain. Options never given this take the manager's setting.
-/// Added after the 0.1.0 ABI.
+/// Read-write locks order their own waiters (a waiting writer holds back new readers):
+/// `ironlock_acquire_read` / `_write` refuse `fair` true with IRONLOCK_INVALID_ARGUMENT and
+/// ignore the manager's setting. Added after the 0.1.0 ABI.
 ///
 /// # Safety
 /// `opts` is NULL or live.
@@ -125,8 +127,9 @@ pub unsafe extern "C" fn ironlock_acquire_opts_set_fair(
 /// taken (its keys set to expire when the hold is over) instead of freeing it, so that a job
 /// that finished early is not run again meanwhile by a machine whose schedule is a little
 /// behind. 0 (the default) releases at once. At most the lock's ttl (`ironlock_acquire_with`
-/// fails with IRONLOCK_INVALID_ARGUMENT naming `min_hold` otherwise); locks only, not
-/// semaphore permits. Added after the 0.1.0 ABI.
+/// fails with IRONLOCK_INVALID_ARGUMENT naming `min_hold` otherwise); locks only: a non-zero
+/// hold is refused the same way for semaphore permits and read-write locks. Added after the
+/// 0.1.0 ABI.
 ///
 /// # Safety
 /// `opts` is NULL or live.

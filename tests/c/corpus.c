@@ -236,9 +236,20 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
     ironlock_lock *lock = NULL;
     ironlock_status s;
     const json *limit = json_get(step, "limit");
-    if (limit || fair >= 0 || min_hold) {
-        /* A permit of the semaphore resources[0], a fair acquire or a minimum hold: through the
-           extensible options. */
+    /* access: "read" or "write", a side of the read-write lock resources[0]. */
+    const json *access_field = json_get(step, "access");
+    ironlock_access access = IRONLOCK_ACCESS_NONE;
+    if (access_field) {
+        const char *a = want_str(cx, access_field, "access");
+        if (!a) return;
+        if (strcmp(a, "read") == 0) access = IRONLOCK_ACCESS_READ;
+        else if (strcmp(a, "write") == 0) access = IRONLOCK_ACCESS_WRITE;
+        else { failf(cx, "unknown access %s", a); return; }
+        if (limit) { failf(cx, "access and limit: a step takes one or the other"); return; }
+    }
+    if (limit || access != IRONLOCK_ACCESS_NONE || fair >= 0 || min_hold) {
+        /* A permit of the semaphore resources[0], a side of the read-write lock resources[0], a
+           fair acquire or a minimum hold: through the extensible options. */
         ironlock_acquire_opts *po = ironlock_acquire_opts_new();
         if (opts.wait_ms) ironlock_acquire_opts_set_wait_ms(po, opts.wait_ms);
         if (opts.has_retry_count) ironlock_acquire_opts_set_retry_count(po, opts.retry_count);
@@ -246,7 +257,15 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
         if (fair >= 0) ironlock_acquire_opts_set_fair(po, fair);
         if (min_hold) ironlock_acquire_opts_set_min_hold(po, min_hold);
         uint64_t k = 0;
-        if (!limit) {
+        if (access != IRONLOCK_ACCESS_NONE) {
+            if (res->count != 1) {
+                ironlock_acquire_opts_free(po);
+                failf(cx, "access: one resource");
+                return;
+            }
+            s = access == IRONLOCK_ACCESS_READ ? ironlock_acquire_read(m, names[0], ttl, po, &lock)
+                                               : ironlock_acquire_write(m, names[0], ttl, po, &lock);
+        } else if (!limit) {
             s = ironlock_acquire_with(m, names, res->count, ttl, po, &lock);
         } else if (!want_u64(cx, limit, "limit", &k) || res->count != 1) {
             ironlock_acquire_opts_free(po);
@@ -266,6 +285,12 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
         return;
     }
     if (s != IRONLOCK_OK && lock != NULL) { failf(cx, "out-parameter written on failure"); return; }
+    /* A granted lock says which side of a read-write lock it holds (none for locks, permits). */
+    if (lock && ironlock_lock_access(lock) != access) {
+        failf(cx, "lock_access is %d, expected %d", (int)ironlock_lock_access(lock), (int)access);
+        ironlock_lock_free(lock);
+        return;
+    }
     check_votes(cx, json_get(step, "expect_votes"));
     check_message(cx, json_get(step, "expect_message"), h, s);
     const json *rounds = json_get(step, "expect_rounds");
@@ -430,7 +455,7 @@ static void run_step(context *cx, const json *step, harness *h, ironlock_manager
 static int known_field(const char *op, const char *field) {
     static const char *common[] = {"op", "why", NULL};
     static const struct { const char *op; const char *fields[12]; } table[] = {
-        {"acquire", {"as", "resources", "ttl_ms", "options", "expect", "expect_votes", "expect_rounds", "expect_message", "limit", NULL}},
+        {"acquire", {"as", "resources", "ttl_ms", "options", "expect", "expect_votes", "expect_rounds", "expect_message", "limit", "access", NULL}},
         {"finish", {"lock", "expect", NULL}},
         {"keep_alive", {"lock", NULL}},
         {"expect_lost", {"lock", "lost", NULL}},

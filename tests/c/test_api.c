@@ -1,7 +1,7 @@
 /* The C API against real nodes: happy path, contention, per-node reports, auto-extension and
  * its callback contract, the panic boundary, every bad input of SPEC §6 (NULL pointers, zero
  * lengths, non-UTF-8 bytes, out-of-range settings), out-parameters untouched on failure, and
- * no key written by a rejected call. */
+ * no key written by a rejected call; semaphores, fair locks and read-write locks. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -868,6 +868,242 @@ static void test_fair(const harness *h) {
     ironlock_manager_free(m);
 }
 
+/* A writer waiting (up to 10 s) on another thread for the readers to leave. */
+typedef struct {
+    ironlock_manager *m;
+    const char *resource;
+    ironlock_status status;
+    ironlock_lock *lock;
+} rw_writer;
+
+static void *write_wait(void *arg) {
+    rw_writer *w = arg;
+    ironlock_acquire_opts *opts = ironlock_acquire_opts_new();
+    ironlock_acquire_opts_set_wait_ms(opts, 10000);
+    w->status = ironlock_acquire_write(w->m, w->resource, 5000, opts, &w->lock);
+    ironlock_acquire_opts_free(opts);
+    return NULL;
+}
+
+/* The keys of the read-write lock `r` that exist on `node` (the lock key, the readers' set, a
+   waiting writer's mark), after up to 200 ms for deletes still on their way. */
+static long long rw_keys_settled(harness *h, int node, const char *r) {
+    char command[512];
+    snprintf(command, sizeof command, "EXISTS %s %s{%s}:ironlock:readers %s{%s}:ironlock:writer", r, r, r, r, r);
+    return redis_int_settled(h, node, command);
+}
+
+/* Read-write locks (added after 0.1.0): readers share; a writer excludes readers, writers and
+   plain locks of the name, and a plain lock excludes both; a waiting writer holds back new
+   readers; each side is an ironlock_lock (extend, release, finish, fencing, auto-extension,
+   access); bad input names its argument, leaves *out alone and reaches no node; no key is left
+   behind. */
+static void test_rwlock(harness *h) {
+    ironlock_config *cfg = config_for(h);
+    /* A waiting writer's mark lives a queue timeout past its last round: long enough that it
+       does not lapse between rounds under valgrind. */
+    CHECK(ironlock_config_set_queue_timeout_ms(cfg, 5000) == IRONLOCK_OK);
+    ironlock_manager *m = NULL;
+    CHECK_STATUS(ironlock_manager_new(cfg, &m), IRONLOCK_OK, NULL);
+    ironlock_config_free(cfg);
+    if (!m) return;
+    char r[128], command[512], reply[512], quoted[64];
+    unique(r, sizeof r, "rw");
+    const char *res[] = {r};
+    ironlock_lock *sentinel = (ironlock_lock *)&sentinel;
+    ironlock_lock *out = sentinel;
+
+    /* Bad input: INVALID_ARGUMENT naming the argument, *out untouched, no report, no key. */
+    ironlock_acquire_opts *fair = ironlock_acquire_opts_new();
+    ironlock_acquire_opts *hold = ironlock_acquire_opts_new();
+    CHECK(ironlock_acquire_opts_set_fair(fair, true) == IRONLOCK_OK);
+    CHECK(ironlock_acquire_opts_set_min_hold(hold, 500) == IRONLOCK_OK);
+    CHECK_STATUS(ironlock_acquire_read(NULL, r, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "manager: NULL");
+    CHECK_STATUS(ironlock_acquire_write(NULL, r, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "manager: NULL");
+    CHECK_STATUS(ironlock_acquire_read(m, NULL, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "resource: NULL");
+    CHECK_STATUS(ironlock_acquire_write(m, NULL, 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "resource: NULL");
+    CHECK_STATUS(ironlock_acquire_read(m, "rw\xff\xfe", 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "resource: not valid UTF-8");
+    CHECK_STATUS(ironlock_acquire_write(m, "", 1000, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "resource: empty resource name");
+    CHECK_STATUS(ironlock_acquire_read(m, r, 1000, NULL, NULL), IRONLOCK_INVALID_ARGUMENT, "out: NULL");
+    CHECK_STATUS(ironlock_acquire_write(m, r, 1000, NULL, NULL), IRONLOCK_INVALID_ARGUMENT, "out: NULL");
+    CHECK_STATUS(ironlock_acquire_read(m, r, 0, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "ttl");
+    CHECK_STATUS(ironlock_acquire_write(m, r, 60001, NULL, &out), IRONLOCK_INVALID_ARGUMENT, "ttl");
+    CHECK_STATUS(ironlock_acquire_read(m, r, 1000, fair, &out), IRONLOCK_INVALID_ARGUMENT, "read-write locks");
+    CHECK(strncmp(ironlock_last_error(), "fair:", 5) == 0);
+    CHECK_STATUS(ironlock_acquire_write(m, r, 1000, fair, &out), IRONLOCK_INVALID_ARGUMENT, "read-write locks");
+    CHECK(strncmp(ironlock_last_error(), "fair:", 5) == 0);
+    CHECK_STATUS(ironlock_acquire_read(m, r, 1000, hold, &out), IRONLOCK_INVALID_ARGUMENT, "read-write locks");
+    CHECK(strncmp(ironlock_last_error(), "min_hold:", 9) == 0);
+    CHECK_STATUS(ironlock_acquire_write(m, r, 1000, hold, &out), IRONLOCK_INVALID_ARGUMENT, "read-write locks");
+    CHECK(strncmp(ironlock_last_error(), "min_hold:", 9) == 0);
+    CHECK(out == sentinel);
+    CHECK(ironlock_last_report_node_count() == 0);
+    for (int node = 0; node < h->nodes; node++) CHECK(rw_keys_settled(h, node, r) == 0);
+    /* fair false and a minimum hold of 0 are the defaults, not refused. */
+    CHECK(ironlock_acquire_opts_set_fair(fair, false) == IRONLOCK_OK);
+    CHECK(ironlock_acquire_opts_set_min_hold(hold, 0) == IRONLOCK_OK);
+    ironlock_lock *ok = NULL;
+    CHECK_STATUS(ironlock_acquire_read(m, r, 1000, fair, &ok), IRONLOCK_OK, NULL);
+    if (ok) { CHECK(ironlock_lock_finish(ok) == IRONLOCK_OK); ironlock_lock_free(ok); }
+    ok = NULL;
+    CHECK_STATUS(ironlock_acquire_write(m, r, 1000, hold, &ok), IRONLOCK_OK, NULL);
+    if (ok) { CHECK(ironlock_lock_finish(ok) == IRONLOCK_OK); ironlock_lock_free(ok); }
+    ironlock_acquire_opts_free(fair);
+    ironlock_acquire_opts_free(hold);
+
+    /* Readers share: two reads, each its own lock with its own token, fenced in order. */
+    ironlock_acquire_opts *fenced = ironlock_acquire_opts_new();
+    CHECK(ironlock_acquire_opts_set_fencing(fenced, true) == IRONLOCK_OK);
+    ironlock_lock *r1 = NULL, *r2 = NULL;
+    CHECK_STATUS(ironlock_acquire_read(m, r, 5000, fenced, &r1), IRONLOCK_OK, NULL);
+    CHECK(ironlock_last_report_node_count() == (size_t)h->nodes);
+    CHECK_STATUS(ironlock_acquire_read(m, r, 3000, fenced, &r2), IRONLOCK_OK, NULL);
+    if (!r1 || !r2) goto cleanup;
+    CHECK(ironlock_lock_access(r1) == IRONLOCK_ACCESS_READ);
+    CHECK(ironlock_lock_access(r2) == IRONLOCK_ACCESS_READ);
+    CHECK(strcmp(ironlock_lock_token(r1), ironlock_lock_token(r2)) != 0);
+    uint64_t f1 = 0, f2 = 0, fw = 0;
+    CHECK(ironlock_lock_fence(r1, &f1) == IRONLOCK_OK && ironlock_lock_fence(r2, &f2) == IRONLOCK_OK);
+    CHECK(f1 > 0 && f2 > f1);
+    CHECK(ironlock_lock_is_valid(r2) && ironlock_lock_validity_ms(r2) <= 3000);
+    /* While readers hold, the lock key holds the readers' marker, no token; the set has both. */
+    snprintf(command, sizeof command, "ZCARD %s{%s}:ironlock:readers", r, r);
+    int both = 0;
+    for (int node = 0; node < h->nodes; node++) both += redis_int(h, node, command) == 2;
+    CHECK(both >= h->nodes / 2 + 1);
+    int marker = 0;
+    for (int node = 0; node < h->nodes; node++) {
+        snprintf(command, sizeof command, "cmd %d GET %s", node, r);
+        CHECK(harness_send(h, command, reply, sizeof reply) == 0);
+        if (strcmp(reply, "\"ironlock readers\"") == 0) marker++;
+    }
+    CHECK(marker >= h->nodes / 2 + 1);
+
+    /* A writer is refused while they hold, with the message saying why; *out untouched. */
+    out = sentinel;
+    CHECK_STATUS(ironlock_acquire_write(m, r, 5000, NULL, &out), IRONLOCK_CONTENDED, "could not acquire the write lock of [\"");
+    CHECK(strstr(ironlock_last_error(), r) != NULL && strstr(ironlock_last_error(), "readers") != NULL);
+    CHECK(out == sentinel);
+    CHECK(count_votes("against") >= 2);
+    /* So is a plain lock of the same name. */
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &out), IRONLOCK_CONTENDED, NULL);
+    CHECK(out == sentinel);
+    /* The refused writer did not wait: it left no mark, and readers still come in. */
+    snprintf(command, sizeof command, "EXISTS %s{%s}:ironlock:writer", r, r);
+    for (int node = 0; node < h->nodes; node++) CHECK(redis_int_settled(h, node, command) == 0);
+    ironlock_lock *r3 = NULL;
+    CHECK_STATUS(ironlock_acquire_read(m, r, 5000, NULL, &r3), IRONLOCK_OK, NULL);
+    if (r3) {
+        CHECK(ironlock_lock_access(r3) == IRONLOCK_ACCESS_READ);
+        uint64_t none = 7;
+        CHECK_STATUS(ironlock_lock_fence(r3, &none), IRONLOCK_INVALID_ARGUMENT, "without fencing");
+        CHECK(none == 7);
+        CHECK(ironlock_lock_finish(r3) == IRONLOCK_OK);
+        ironlock_lock_free(r3);
+    }
+
+    /* Extend and release as locks; the key goes with the last reader. */
+    CHECK_STATUS(ironlock_extend(r2, 4000), IRONLOCK_OK, NULL);
+    CHECK(ironlock_lock_validity_ms(r2) > 3000);
+    bool held = false;
+    CHECK_STATUS(ironlock_release_held(r1, &held), IRONLOCK_OK, NULL);
+    CHECK(held);
+    CHECK(ironlock_lock_access(r1) == IRONLOCK_ACCESS_READ); /* kept after the release */
+    snprintf(command, sizeof command, "EXISTS %s", r);
+    int left = 0; /* one reader is left: the key stays where it holds */
+    for (int node = 0; node < h->nodes; node++) left += redis_int(h, node, command) == 1;
+    CHECK(left >= h->nodes / 2 + 1);
+    held = false;
+    CHECK_STATUS(ironlock_release_held(r2, &held), IRONLOCK_OK, NULL);
+    CHECK(held);
+    for (int node = 0; node < h->nodes; node++) CHECK(redis_int_settled(h, node, command) == 0);
+
+    /* A writer: the lock key holds its token; it excludes readers, writers and plain locks. */
+    ironlock_lock *w = NULL;
+    CHECK_STATUS(ironlock_acquire_write(m, r, 5000, fenced, &w), IRONLOCK_OK, NULL);
+    if (!w) goto cleanup;
+    CHECK(ironlock_lock_access(w) == IRONLOCK_ACCESS_WRITE);
+    CHECK(ironlock_lock_fence(w, &fw) == IRONLOCK_OK && fw > f2);
+    snprintf(quoted, sizeof quoted, "\"%s\"", ironlock_lock_token(w));
+    int holding = 0;
+    for (int node = 0; node < h->nodes; node++) {
+        snprintf(command, sizeof command, "cmd %d GET %s", node, r);
+        CHECK(harness_send(h, command, reply, sizeof reply) == 0);
+        if (strcmp(reply, quoted) == 0) holding++;
+    }
+    CHECK(holding >= h->nodes / 2 + 1);
+    CHECK_STATUS(ironlock_acquire_read(m, r, 5000, NULL, &out), IRONLOCK_CONTENDED, "could not acquire a read lock of [\"");
+    CHECK(strstr(ironlock_last_error(), "a writer") != NULL);
+    CHECK_STATUS(ironlock_acquire_write(m, r, 5000, NULL, &out), IRONLOCK_CONTENDED, NULL);
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &out), IRONLOCK_CONTENDED, NULL);
+    CHECK(out == sentinel);
+    CHECK_STATUS(ironlock_extend(w, 5000), IRONLOCK_OK, NULL);
+    CHECK_STATUS(ironlock_lock_finish(w), IRONLOCK_OK, NULL);
+    CHECK(ironlock_lock_access(w) == IRONLOCK_ACCESS_WRITE);
+    ironlock_lock_free(w);
+
+    /* A plain lock of the name excludes both sides; it and a permit have no access. */
+    ironlock_lock *plain = NULL, *permit = NULL;
+    CHECK_STATUS(ironlock_acquire(m, res, 1, 5000, NULL, &plain), IRONLOCK_OK, NULL);
+    CHECK_STATUS(ironlock_acquire_read(m, r, 5000, NULL, &out), IRONLOCK_CONTENDED, NULL);
+    CHECK_STATUS(ironlock_acquire_write(m, r, 5000, NULL, &out), IRONLOCK_CONTENDED, NULL);
+    CHECK(out == sentinel);
+    CHECK_STATUS(ironlock_acquire_permit(m, r, 1, 5000, NULL, &permit), IRONLOCK_OK, NULL);
+    CHECK(plain && ironlock_lock_access(plain) == IRONLOCK_ACCESS_NONE);
+    CHECK(permit && ironlock_lock_access(permit) == IRONLOCK_ACCESS_NONE);
+    CHECK(ironlock_lock_access(NULL) == IRONLOCK_ACCESS_NONE);
+    if (plain) { CHECK(ironlock_lock_finish(plain) == IRONLOCK_OK); ironlock_lock_free(plain); }
+    if (permit) { CHECK(ironlock_lock_finish(permit) == IRONLOCK_OK); ironlock_lock_free(permit); }
+
+    /* Auto-extension keeps a 1 s read valid past its ttl. */
+    ironlock_lock *kept = NULL;
+    CHECK_STATUS(ironlock_acquire_read(m, r, 1000, NULL, &kept), IRONLOCK_OK, NULL);
+    if (kept) {
+        CHECK_STATUS(ironlock_lock_auto_extend(kept, NULL, NULL), IRONLOCK_OK, NULL);
+        sleep_ms(1500);
+        CHECK(ironlock_lock_is_valid(kept) && !ironlock_lock_is_lost(kept));
+        held = false;
+        CHECK_STATUS(ironlock_release_held(kept, &held), IRONLOCK_OK, NULL);
+        CHECK(held);
+        ironlock_lock_free(kept);
+    }
+
+    /* A waiting writer holds back new readers, and gets the lock when the reader leaves. */
+    ironlock_lock *reader = NULL;
+    CHECK_STATUS(ironlock_acquire_read(m, r, 10000, NULL, &reader), IRONLOCK_OK, NULL);
+    if (reader) {
+        rw_writer wt = {m, r, IRONLOCK_INTERNAL, NULL};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, write_wait, &wt) == 0);
+        snprintf(command, sizeof command, "EXISTS %s{%s}:ironlock:writer", r, r);
+        int marked = 0;
+        for (int i = 0; i < 400 && marked < h->nodes; i++) {
+            marked = 0;
+            for (int node = 0; node < h->nodes; node++) marked += redis_int(h, node, command) == 1;
+            if (marked < h->nodes) sleep_ms(5);
+        }
+        CHECK(marked == h->nodes);
+        CHECK_STATUS(ironlock_acquire_read(m, r, 5000, NULL, &out), IRONLOCK_CONTENDED, "a writer is waiting for it");
+        CHECK(out == sentinel);
+        CHECK_STATUS(ironlock_release(reader), IRONLOCK_OK, NULL);
+        ironlock_lock_free(reader);
+        pthread_join(t, NULL);
+        CHECK_STATUS(wt.status, IRONLOCK_OK, NULL);
+        CHECK(wt.lock && ironlock_lock_access(wt.lock) == IRONLOCK_ACCESS_WRITE);
+        /* Granted, its mark is gone everywhere. */
+        for (int node = 0; node < h->nodes; node++) CHECK(redis_int_settled(h, node, command) == 0);
+        if (wt.lock) { CHECK(ironlock_lock_finish(wt.lock) == IRONLOCK_OK); ironlock_lock_free(wt.lock); }
+    }
+
+cleanup:
+    if (r1) { ironlock_release(r1); ironlock_lock_free(r1); }
+    if (r2) { ironlock_release(r2); ironlock_lock_free(r2); }
+    ironlock_acquire_opts_free(fenced);
+    /* Nothing is left behind: no lock key, no readers' set, no writer's mark. */
+    for (int node = 0; node < h->nodes; node++) CHECK(rw_keys_settled(h, node, r) == 0);
+    ironlock_manager_free(m);
+}
+
 int main(void) {
     harness h;
     test_static_parts();
@@ -894,6 +1130,7 @@ int main(void) {
     test_stats(&h);
     test_semaphore(&h);
     test_fair(&h);
+    test_rwlock(&h);
     test_mutual_tls();
     harness_stop(&h);
     printf("test_api: %d checks passed, %d failed\n", check_passes, check_failures);

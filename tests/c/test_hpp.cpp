@@ -1,5 +1,6 @@
 // include/ironlock.hpp (C++17 RAII wrapper) against real nodes: RAII release, chrono durations,
-// exceptions carrying the status and the report, the loss rule, moves, auto-extension.
+// exceptions carrying the status and the report, the loss rule, moves, auto-extension,
+// semaphores, read-write locks, fair locks, bad input.
 #include <ironlock.hpp>
 
 #include <chrono>
@@ -107,6 +108,7 @@ int main() {
             const std::string sem = name("sem");
             ironlock::lock p1 = m.acquire_permit(sem, 2, 5s);
             ironlock::lock p2 = m.acquire_permit(sem, 2, 5s);
+            check(p1.access() == IRONLOCK_ACCESS_NONE, "a permit: access() NONE");
             try {
                 m.acquire_permit(sem, 2, 5s, ironlock::acquire_options{std::nullopt, 0, false, std::nullopt});
                 check(false, "a third permit throws");
@@ -114,6 +116,45 @@ int main() {
                 check(e.status() == IRONLOCK_CONTENDED, "third permit: CONTENDED");
             }
             check(p1.release() && p2.release(), "permits released");
+        }
+
+        // A read-write lock: readers share, a writer and a plain lock are refused while they
+        // hold; then the writer excludes readers. access() tells the sides apart.
+        {
+            const std::string rw = name("rw");
+            const ironlock::acquire_options once{std::nullopt, 0u, false, std::nullopt};
+            ironlock::lock r1 = m.acquire_read(rw, 5s);
+            ironlock::lock r2 = m.acquire_read(rw, 5s, once);
+            check(r1.access() == IRONLOCK_ACCESS_READ && r2.access() == IRONLOCK_ACCESS_READ, "readers: access() READ");
+            check(r1.token() != r2.token(), "readers: two tokens");
+            check(again.access() == IRONLOCK_ACCESS_NONE, "a plain lock: access() NONE");
+            try {
+                m.acquire_write(rw, 5s, once);
+                check(false, "a writer while readers hold throws");
+            } catch (const ironlock::error &e) {
+                check(e.status() == IRONLOCK_CONTENDED, "writer behind readers: CONTENDED");
+                check(std::string(e.what()).find("could not acquire the write lock of [\"" + rw + "\"]") != std::string::npos,
+                      "writer behind readers: what()");
+            }
+            try {
+                m.acquire({rw}, 5s, once);
+                check(false, "a plain lock while readers hold throws");
+            } catch (const ironlock::error &e) {
+                check(e.status() == IRONLOCK_CONTENDED, "plain lock behind readers: CONTENDED");
+            }
+            check(r1.release() && r2.release(), "readers released");
+            ironlock::lock w = m.acquire_write(rw, 5s, {std::nullopt, 0u, true, std::nullopt});
+            check(w.access() == IRONLOCK_ACCESS_WRITE && w.fence().has_value(), "writer: access() WRITE, fenced");
+            try {
+                m.acquire_read(rw, 5s, once);
+                check(false, "a reader while a writer holds throws");
+            } catch (const ironlock::error &e) {
+                check(e.status() == IRONLOCK_CONTENDED, "reader behind a writer: CONTENDED");
+                check(std::string(e.what()).find("a writer") != std::string::npos, "reader behind a writer: what()");
+            }
+            w.finish();
+            ironlock::lock r3 = m.acquire_read(rw, 5s, once);
+            check(r3.release(), "a reader once the writer finished");
         }
 
         // A fair try-lock behind a holder: CONTENDED, and nothing left in line.
@@ -186,6 +227,13 @@ int main() {
                 [&] { m.acquire({name("ok"), std::string("cpp-a\0evil", 10)}, 1s); });
         refused("NUL in a semaphore name", "resource",
                 [&] { m.acquire_permit(std::string("cpp-a\0evil", 10), 2, 1s); });
+        refused("NUL in a read-write lock's name", "resource",
+                [&] { m.acquire_write(std::string("cpp-a\0evil", 10), 1s); });
+        refused("fair read", "fair",
+                [&] { m.acquire_read(name("rw-fair"), 1s, {std::nullopt, std::nullopt, false, true}); });
+        refused("fair write", "fair",
+                [&] { m.acquire_write(name("rw-fair"), 1s, {std::nullopt, std::nullopt, false, true}); });
+        refused("negative ttl of a read", "ttl", [&] { m.acquire_read(name("rw-neg"), -1s); });
         refused("NUL in a node URL", "nodes",
                 [] { ironlock::config{}.node(std::string("redis://127.0.0.1:6379\0x", 24)); });
     }
