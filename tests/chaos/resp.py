@@ -78,3 +78,16 @@ FENCED_WRITE = (
 def fenced_write(conn: Resp, key: str, fence: Optional[int]) -> int:
     """1 if the protected resource accepted the write, 0 if it rejected a stale fence."""
     return int(conn.command("EVAL", FENCED_WRITE, 1, key, fence or 0))
+
+
+# The referee of a read-write lock: KEYS[1] counts the writers inside, KEYS[2] the readers;
+# ARGV[1] is the side entering. Returns the conflicting holders the entrant found: for a write,
+# the other writers plus the readers; for a read, the writers (0 = as it must be). Leaving is
+# `DECR writers` / `DECRBY readers 1`.
+RW_ENTER = (
+    "if ARGV[1] == 'write' then "
+    "local w = redis.call('INCR', KEYS[1]) "
+    "return w - 1 + tonumber(redis.call('GET', KEYS[2]) or '0') end "
+    "redis.call('INCRBY', KEYS[2], 1) "
+    "return tonumber(redis.call('GET', KEYS[1]) or '0')"
+)

@@ -760,6 +760,14 @@ class Scenario:
     # "endpoint": one voter, a master and a replica behind a movable endpoint; "sentinel":
     # `nodes` voters, each a master and a replica under three sentinels.
     topology: str = ""
+    # Read-write locks: each acquisition reads or writes (1 in rw_writes writes, then the writer
+    # pauses rw_pause_ms so that readers get in past writer preference).
+    rw: bool = False
+    rw_writes: int = 4
+    rw_pause_ms: int = 150
+    # The negative control: workers (of every language) take their reads through a manager of
+    # only the first rw_read_nodes nodes (readers that count themselves granted by a minority).
+    rw_read_nodes: int = 0
 
 
 SAFE = "0 strict violations, 0 referee hits"
@@ -783,6 +791,14 @@ SENTINEL = dict(topology="sentinel", nodes=1, langs=("py", "node") * 2, ttl_ms=5
                 hold_ms=4500, max_ttl_ms=5000, seconds=30.0)
 # A cluster promotes a replica 1-2 s after its master dies (cluster-node-timeout 1 s).
 CLUSTER = dict(SENTINEL, topology="cluster", seconds=40.0)
+
+
+# Read-write locks on 5 nodes: 2 Python + 2 C + 2 Node workers each read or write one resource
+# (1 in 4 writes), ttl 1 s (quarantine 2.01 s), holds of 100 ms.
+RW = dict(rw=True, nodes=5, langs=("py", "c", "node") * 2, ttl_ms=1000, max_ttl_ms=1000,
+          hold_ms=100, seconds=10.0)
+SAFE_RW = ("0 strict rw violations (a write valid with another read or write), 0 referee hits, "
+           "reads and writes of every language, read-read overlaps > 0")
 
 
 def scenarios() -> List[Scenario]:
@@ -848,6 +864,16 @@ def scenarios() -> List[Scenario]:
         Scenario("failover-cluster", nem_failover_cluster, "report",
                  "reported only: quarantine off, violations likely (the endpoint and Sentinel "
                  "failover controls must show them)", quarantine=False, **CLUSTER),
+        Scenario("rw-kill-restart", nem_churn, "rw",
+                 SAFE_RW + " (2 of 5 nodes always fresh)", **RW),
+        Scenario("rw-flaky-partitions", nem_flaky, "rw", SAFE_RW + " (flaky partitions)", **RW),
+        # The negative control of both: every worker's reads are granted by 2 of the 5 nodes (a
+        # manager of nodes 0 and 1 only), while writes still need 3: a write on nodes 2-4 is
+        # valid together with such a read. (Under churn, it bit only 3 times in one run: some
+        # node is nearly always fresh, and a write on 2-4 needs all of them eligible.)
+        Scenario("rw-minority-readers", nem_flaky, "rw_must_fail",
+                 "readers admitted by a minority (reads on 2 of 5 nodes, writes on 3): strict rw "
+                 "violations > 0 (the rw checker can fail)", rw_read_nodes=2, **RW),
         Scenario("node-sigstop", nem_node_sigstop, "safe", SAFE, hold_ms=300),
         Scenario("node-stall", nem_stall, "safe", SAFE, hold_ms=300, debug=True),
         Scenario("flaky-partitions", nem_flaky, "safe", SAFE, nodes=5, hold_ms=200),
@@ -946,12 +972,105 @@ def check(records: List[Dict[str, Any]], limit: int = 0) -> Dict[str, int]:
     }
 
 
+def check_rw(records: List[Dict[str, Any]]) -> Dict[str, int]:
+    """Read-write locks. strict: a write's [enter, min(leave, deadline)] overlaps another read's
+    or write's (counted per pair); overrun: such [enter, leave] intervals overlap only after a
+    validity ran out; rr_overlaps: two reads valid at once (allowed, and expected: readers
+    share); referee: acquisitions whose entry found a conflicting holder on the referee; fence
+    regressions: a write's fence not above every fence entered before it, or a read's not above
+    every earlier write's; access mismatches: the binding's `access` is not the side asked."""
+    recs = sorted(records, key=lambda r: r["enter"])
+    strict = overrun = rr = 0
+    for i, a in enumerate(recs):
+        a_valid_end = min(a["leave"], a["deadline"])
+        for b in recs[i + 1:]:
+            if b["enter"] >= a["leave"]:
+                break
+            valid = b["enter"] < a_valid_end and b["enter"] < min(b["leave"], b["deadline"])
+            if a["access"] == "read" and b["access"] == "read":
+                rr += 1 if valid else 0
+            elif valid:
+                strict += 1
+            else:
+                overrun += 1
+    regressions = 0
+    top_any = top_write = None
+    for r in recs:
+        f = r.get("fence")
+        if not isinstance(f, int):
+            regressions += 1
+            continue
+        bar = top_any if r["access"] == "write" else top_write
+        if bar is not None and f <= bar:
+            regressions += 1
+        top_any = f if top_any is None else max(top_any, f)
+        if r["access"] == "write":
+            top_write = f if top_write is None else max(top_write, f)
+    tokens = [r["token"] for r in recs]
+    langs = {r["lang"] for r in recs}
+    return {
+        "acquisitions": len(recs),
+        "reads": sum(1 for r in recs if r["access"] == "read"),
+        "writes": sum(1 for r in recs if r["access"] == "write"),
+        "rr_overlaps": rr,
+        "strict": strict,
+        "overrun": overrun,
+        "referee": sum(1 for r in recs if r.get("referee", 0) != 0),
+        "duplicates": len(tokens) - len(set(tokens)),
+        "regressions": regressions,
+        "rejections": sum(1 for r in recs if r.get("fenced_write") == 0),
+        "mismatches": sum(1 for r in recs if r.get("access") != r.get("asked")),
+        # sides each language was granted, e.g. {"c": 2, ...}: 2 = reads and writes
+        "lang_sides": {lang: len({r["access"] for r in recs if r["lang"] == lang})
+                       for lang in langs},
+        "lost": 0,
+        "quarantined": sum(1 for r in recs if "not_eligible" in r.get("votes", ())),
+    }
+
+
+def history_events(p: str, resource: str, r: Dict[str, Any], fair: bool) -> List[Dict[str, Any]]:
+    """One acquisition as history events: invoke and ok of the acquire, then its release."""
+    return [
+        dict(process=p, op="acquire", type="invoke", resource=resource,
+             time=r.get("invoke", r["enter"]), fair=fair),
+        # keep-alive holds log the last deadline their extensions reached
+        dict(process=p, op="acquire", type="ok", resource=resource, token=r["token"],
+             fence=r.get("fence"), deadline=r["deadline"], time=r["enter"]),
+        dict(process=p, op="release", type="invoke", resource=resource, token=r["token"],
+             time=r["leave"]),
+        dict(process=p, op="release", type="ok" if r.get("released") else "fail",
+             resource=resource, token=r["token"], time=r["leave"]),
+    ]
+
+
+def rw_history_events(records: List[Dict[str, Any]], window: float) -> List[Dict[str, Any]]:
+    """A read-write run in the history checker's terms (one holder at a time per resource):
+    resource "writes" holds every write; resource "read-J" holds read J and every write within
+    `window` seconds of it (a write overlapping it, and its neighbours for the fence order).
+    Each resource has its own process names, so a worker's operations never interleave."""
+    writes = sorted((r for r in records if r["access"] == "write"), key=lambda r: r["enter"])
+    reads = [r for r in records if r["access"] == "read"]
+    ev: List[Dict[str, Any]] = []
+    for w in writes:
+        ev += history_events("w%d" % w["worker"], "writes", w, False)
+    for j, rd in enumerate(reads):
+        res = "read-%d" % j
+        near = [w for w in writes
+                if w["enter"] < rd["leave"] + window and w["leave"] > rd["enter"] - window]
+        for r in near + [rd]:
+            ev += history_events("w%d@%s" % (r["worker"], res), res, r, False)
+    return ev
+
+
 def write_history(path: Path, sc: Scenario, records: List[Dict[str, Any]],
                   fails: List[Dict[str, Any]]) -> None:
     """The run as a history for tests/history/check.py: one process per worker, its acquires
     (invoke, then ok with token, fence and validity deadline, or fail) and releases, on the
     workers' one CLOCK_MONOTONIC."""
     ev: List[Dict[str, Any]] = []
+    if sc.rw:
+        ev = rw_history_events(records, sc.ttl_ms / 1000.0)
+        records, fails = [], []  # failed acquires do not matter to who held what
     for r in fails:
         p = "w%d" % r["worker"]
         ev.append(dict(process=p, op="acquire", type="invoke", resource="r", time=r["invoke"],
@@ -959,16 +1078,7 @@ def write_history(path: Path, sc: Scenario, records: List[Dict[str, Any]],
         ev.append(dict(process=p, op="acquire", type="fail", resource="r", time=r["at"],
                        error=r["fail"]))
     for r in records:
-        p = "w%d" % r["worker"]
-        ev.append(dict(process=p, op="acquire", type="invoke", resource="r",
-                       time=r.get("invoke", r["enter"]), fair=sc.fair))
-        # keep-alive holds log the last deadline their extensions reached
-        ev.append(dict(process=p, op="acquire", type="ok", resource="r", token=r["token"],
-                       fence=r.get("fence"), deadline=r["deadline"], time=r["enter"]))
-        ev.append(dict(process=p, op="release", type="invoke", resource="r", token=r["token"],
-                       time=r["leave"]))
-        ev.append(dict(process=p, op="release", type="ok" if r.get("released") else "fail",
-                       resource="r", token=r["token"], time=r["leave"]))
+        ev += history_events("w%d" % r["worker"], "r", r, sc.fair)
     ev.sort(key=lambda e: (e["time"], e["type"] != "invoke"))
     with path.open("w") as f:
         f.write(json.dumps(dict(header=True, scenario=sc.name, limit=sc.limit or 1,
@@ -992,15 +1102,19 @@ def history_verdict(sc: Scenario, h: Dict[str, Any]) -> List[str]:
     overlaps the negative controls must show."""
     if "error" in h:
         return ["history checker error: %s" % h["error"]]
-    if sc.kind in ("safe", "held", "overrun") and not h["ok"]:
+    if sc.kind in ("safe", "held", "overrun", "rw") and not h["ok"]:
         return ["history checker: %d overlaps, %d over the limit, %d fence regressions"
                 % (h["overlap"], h["permits"], h["fences"])]
-    if sc.kind == "must_fail" and not h["overlap"]:
+    if sc.kind in ("must_fail", "rw_must_fail") and not h["overlap"]:
         return ["history checker saw no overlap"]
     return []
 
 
-def verdict(sc: Scenario, c: Dict[str, int]) -> List[str]:
+RW_WORDS = {"strict": "strict rw violations", "referee": "referee hits",
+            "regressions": "fence regressions", "mismatches": "grants of the wrong side"}
+
+
+def verdict(sc: Scenario, c: Dict[str, Any]) -> List[str]:
     """The failed criteria (empty = pass)."""
     bad = []
     if c["duplicates"]:
@@ -1017,6 +1131,20 @@ def verdict(sc: Scenario, c: Dict[str, int]) -> List[str]:
         least = 2 if sc.kind == "held" else 3  # held: a few long holds
         if c["acquisitions"] < least:
             bad.append("fewer than %d acquisitions" % least)
+    elif sc.kind == "rw":
+        for what in ("strict", "referee", "regressions", "mismatches"):
+            if c[what]:
+                bad.append("%d %s" % (c[what], RW_WORDS[what]))
+        if c["reads"] < 20 or c["writes"] < 5:
+            bad.append("too few of a side (%d reads, %d writes)" % (c["reads"], c["writes"]))
+        if not c["rr_overlaps"]:
+            bad.append("no read-read overlap (readers did not share)")
+        short = sorted(set(sc.langs) - {k for k, v in c["lang_sides"].items() if v == 2})
+        if short:
+            bad.append("%s not granted both sides" % "+".join(short))
+    elif sc.kind == "rw_must_fail":
+        if not c["strict"]:
+            bad.append("no strict rw violation (the control did not bite)")
     elif sc.kind == "must_lose":
         if not c["lost"]:
             bad.append("no lock lost")
@@ -1153,6 +1281,11 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                 "CHAOS_RESEAT": "1" if sc.reseat else "0",
                 "CHAOS_LIMIT": str(sc.limit),
                 "CHAOS_FAIR": "1" if sc.fair else "0",
+                "CHAOS_SEED": str(seed),
+                "CHAOS_RW": "1" if sc.rw else "0",
+                "CHAOS_RW_WRITES": str(sc.rw_writes),
+                "CHAOS_RW_PAUSE_MS": str(sc.rw_pause_ms),
+                "CHAOS_RW_READ_NODES": str(sc.rw_read_nodes),
                 "CHAOS_NODE_TIMEOUT_MS": "50",
                 "CHAOS_REFEREE_PORT": str(referee.ports[0]),
                 "CHAOS_COUNTER_KEY": key + ":counter",
@@ -1224,7 +1357,7 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                 fails.append(rec)
             else:
                 records.append(rec)
-    c = check(records, sc.limit)
+    c = check_rw(records) if sc.rw else check(records, sc.limit)
     if storage_stats is not None:
         # Every accepted write meant +1 over what its writer read: an update lost is one
         # accepted write that the final value does not count.
@@ -1257,7 +1390,8 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
     log("  -> %s" % json.dumps({k: res[k] for k in (
         "acquisitions", "strict", "overrun", "referee", "duplicates", "regressions",
         "rejections", "lost", "quarantined", "faults", "worker_errors", "history", "failed")}
-        | {k: c[k] for k in ("storage_accepted", "storage_lost", "storage_rejected") if k in c}))
+        | {k: c[k] for k in ("storage_accepted", "storage_lost", "storage_rejected", "reads",
+                             "writes", "rr_overlaps", "mismatches", "lang_sides") if k in c}))
     return res
 
 
@@ -1274,7 +1408,7 @@ def table(results: List[Dict[str, Any]]) -> str:
             "fence regressions", "fenced rejections", "lost while held",
             "grants beside a quarantined node", "history checker",
             "storage writes accepted / lost / refused",
-            "result", "expectation"]
+            "reads / writes / read-read overlaps", "result", "expectation"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         result = "pass" if not r["failed"] else "FAIL: " + "; ".join(r["failed"])
@@ -1286,7 +1420,9 @@ def table(results: List[Dict[str, Any]]) -> str:
             r["referee"], r["duplicates"], r["regressions"], r["rejections"], r["lost"],
             r["quarantined"] if "py" in r["langs"] else "n/a", history_cell(r["history"]),
             "%d / %d / %d" % (r["storage_accepted"], r["storage_lost"], r["storage_rejected"])
-            if "storage_lost" in r else "", result,
+            if "storage_lost" in r else "",
+            "%d / %d / %d" % (r["reads"], r["writes"], r["rr_overlaps"]) if "reads" in r else "",
+            result,
             r["expect"]]) + " |")
     return "\n".join(rows)
 

@@ -2,7 +2,8 @@
  * Chaos worker (C): contends for one resource through libironlock. Same CHAOS_* environment
  * and same JSON log lines as worker.py (see run.py): times are CLOCK_MONOTONIC seconds, the
  * clock Python's time.monotonic() and Node's process.hrtime read, so logs compare across
- * processes and languages.
+ * processes and languages. With CHAOS_RW=1 it takes the read or the write side of a read-write
+ * lock instead (ironlock_acquire_read / ironlock_acquire_write), as worker.py does.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -26,6 +27,14 @@ static const char *FENCED_WRITE =
     "local cur = tonumber(redis.call('GET', KEYS[1]) or '0') "
     "if tonumber(ARGV[1]) > cur then redis.call('SET', KEYS[1], ARGV[1]) return 1 end "
     "return 0";
+
+/* The read-write referee (resp.py's RW_ENTER): the conflicting holders the entrant found. */
+static const char *RW_ENTER =
+    "if ARGV[1] == 'write' then "
+    "local w = redis.call('INCR', KEYS[1]) "
+    "return w - 1 + tonumber(redis.call('GET', KEYS[2]) or '0') end "
+    "redis.call('INCRBY', KEYS[2], 1) "
+    "return tonumber(redis.call('GET', KEYS[1]) or '0')";
 
 static void die(const char *what) {
     fprintf(stderr, "worker_c: %s\n", what);
@@ -135,38 +144,29 @@ static long long referee_command(int fd, int argc, ...) {
     return strtoll(buf + 1, NULL, 10);
 }
 
-int main(void) {
-    int wid, self_stop, n = 0, referee, keep;
-    double end, hold, wait, margin;
-    uint64_t ttl_ms;
-    const char *resource, *counter, *fence_key;
-    char nodes[4096];
-    char *tok, *save = NULL;
+/* splitmix64: the read-or-write choice, seeded per worker */
+static uint64_t next_random(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* A manager of the first `limit` nodes of CHAOS_NODES (0 = all of them). */
+static struct ironlock_manager *new_manager(int limit) {
     struct ironlock_config *cfg;
     struct ironlock_manager *mgr = NULL;
-    FILE *log;
-    unsigned long errors[8] = {0};
-
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    wid = atoi(env("CHAOS_WORKER"));
-    end = atof(env("CHAOS_END_MONO"));
-    ttl_ms = (uint64_t)atoll(env("CHAOS_TTL_MS"));
-    hold = atof(env("CHAOS_HOLD_MS")) / 1000.0;
-    wait = atof(env("CHAOS_WAIT_MS")) / 1000.0;
-    margin = atof(env("CHAOS_MARGIN_MS")) / 1000.0;
-    self_stop = atoi(getenv("CHAOS_SELF_STOP") ? getenv("CHAOS_SELF_STOP") : "0");
-    resource = env("CHAOS_RESOURCE");
-    counter = env("CHAOS_COUNTER_KEY");
-    fence_key = env("CHAOS_FENCE_KEY");
-    /* Long holds under auto-extension (the rolling-restart-held scenarios). */
-    keep = getenv("CHAOS_KEEP") && strcmp(getenv("CHAOS_KEEP"), "1") == 0;
+    char nodes[4096];
+    char *tok, *save = NULL;
+    int count = 0;
 
     cfg = ironlock_config_new();
     if (!cfg) {
         die("ironlock_config_new");
     }
     snprintf(nodes, sizeof nodes, "%s", env("CHAOS_NODES"));
-    for (tok = strtok_r(nodes, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+    for (tok = strtok_r(nodes, " ", &save); tok && (limit == 0 || count < limit);
+         tok = strtok_r(NULL, " ", &save), count++) {
         if (ironlock_config_add_node(cfg, tok) != IRONLOCK_OK) {
             die(ironlock_last_error());
         }
@@ -187,6 +187,52 @@ int main(void) {
         die(ironlock_last_error());
     }
     ironlock_config_free(cfg);
+    return mgr;
+}
+
+int main(void) {
+    int wid, self_stop, n = 0, referee, keep, rw, writes_1_in;
+    double write_pause;
+    uint64_t rng;
+    char writers_key[600], readers_key[600];
+    struct ironlock_acquire_opts *rw_opts = NULL;
+    double end, hold, wait, margin;
+    uint64_t ttl_ms;
+    const char *resource, *counter, *fence_key;
+    struct ironlock_manager *mgr = NULL, *readers = NULL;
+    int minority;
+    FILE *log;
+    unsigned long errors[8] = {0};
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    wid = atoi(env("CHAOS_WORKER"));
+    end = atof(env("CHAOS_END_MONO"));
+    ttl_ms = (uint64_t)atoll(env("CHAOS_TTL_MS"));
+    hold = atof(env("CHAOS_HOLD_MS")) / 1000.0;
+    wait = atof(env("CHAOS_WAIT_MS")) / 1000.0;
+    margin = atof(env("CHAOS_MARGIN_MS")) / 1000.0;
+    self_stop = atoi(getenv("CHAOS_SELF_STOP") ? getenv("CHAOS_SELF_STOP") : "0");
+    resource = env("CHAOS_RESOURCE");
+    counter = env("CHAOS_COUNTER_KEY");
+    fence_key = env("CHAOS_FENCE_KEY");
+    /* Long holds under auto-extension (the rolling-restart-held scenarios). */
+    keep = getenv("CHAOS_KEEP") && strcmp(getenv("CHAOS_KEEP"), "1") == 0;
+    /* The read or the write side of a read-write lock: 1 in CHAOS_RW_WRITES writes. */
+    rw = getenv("CHAOS_RW") && strcmp(getenv("CHAOS_RW"), "1") == 0;
+    writes_1_in = atoi(getenv("CHAOS_RW_WRITES") ? getenv("CHAOS_RW_WRITES") : "4");
+    write_pause = atof(getenv("CHAOS_RW_PAUSE_MS") ? getenv("CHAOS_RW_PAUSE_MS") : "0") / 1000.0;
+    rng = (uint64_t)atoll(getenv("CHAOS_SEED") ? getenv("CHAOS_SEED") : "7") * 1000003ULL +
+          (uint64_t)wid;
+    snprintf(writers_key, sizeof writers_key, "%s:writers", counter);
+    snprintf(readers_key, sizeof readers_key, "%s:readers", counter);
+    minority = atoi(getenv("CHAOS_RW_READ_NODES") ? getenv("CHAOS_RW_READ_NODES") : "0");
+    if (writes_1_in < 1) {
+        die("CHAOS_RW_WRITES must be at least 1");
+    }
+
+    mgr = new_manager(0);
+    /* The negative control: reads through a manager of only the first k nodes (a minority). */
+    readers = minority > 0 ? new_manager(minority) : mgr;
     referee = referee_connect(atoi(env("CHAOS_REFEREE_PORT")));
     log = fopen(env("CHAOS_LOG"), "a");
     if (!log) {
@@ -205,17 +251,37 @@ int main(void) {
         int have_fence, released_ok, lost = 0;
         ironlock_status st;
         char fence_str[32];
+        const char *side = NULL, *access = "null";
 
         memset(&opts, 0, sizeof opts);
         opts.fencing = true;
         left = left < wait ? left : wait;
         opts.wait_ms = (uint64_t)(left > 0.01 ? left * 1000.0 : 10.0);
         res[0] = resource;
-        st = ironlock_acquire(mgr, res, 1, ttl_ms, &opts, &lock);
+        if (rw) {
+            /* the extensible options (the read-write calls take ironlock_acquire_opts) */
+            side = next_random(&rng) % (uint64_t)writes_1_in == 0 ? "write" : "read";
+            if (!rw_opts) {
+                rw_opts = ironlock_acquire_opts_new();
+                if (!rw_opts || ironlock_acquire_opts_set_fencing(rw_opts, true) != IRONLOCK_OK) {
+                    die("ironlock_acquire_opts");
+                }
+            }
+            if (ironlock_acquire_opts_set_wait_ms(rw_opts, opts.wait_ms) != IRONLOCK_OK) {
+                die(ironlock_last_error());
+            }
+            st = side[0] == 'w' ? ironlock_acquire_write(mgr, resource, ttl_ms, rw_opts, &lock)
+                                : ironlock_acquire_read(readers, resource, ttl_ms, rw_opts, &lock);
+        } else {
+            st = ironlock_acquire(mgr, res, 1, ttl_ms, &opts, &lock);
+        }
         if (st != IRONLOCK_OK) {
             errors[st >= 0 && st < 8 ? st : 7]++;
-            fprintf(log, "{\"worker\": %d, \"lang\": \"c\", \"fail\": %d, \"invoke\": %.9f, \"at\": %.9f}\n",
-                    wid, (int)st, invoke, mono());
+            fprintf(log, "{\"worker\": %d, \"lang\": \"c\", \"fail\": %d, ", wid, (int)st);
+            if (side) {
+                fprintf(log, "\"access\": \"%s\", ", side);
+            }
+            fprintf(log, "\"invoke\": %.9f, \"at\": %.9f}\n", invoke, mono());
             sleep_s(0.01);
             continue;
         }
@@ -226,7 +292,33 @@ int main(void) {
         if (keep && ironlock_lock_auto_extend(lock, NULL, NULL) != IRONLOCK_OK) {
             die(ironlock_last_error());
         }
-        if (deadline - enter > margin) {
+        if (rw) {
+            switch (ironlock_lock_access(lock)) { /* as the binding reports it */
+            case IRONLOCK_ACCESS_READ:
+                access = "\"read\"";
+                break;
+            case IRONLOCK_ACCESS_WRITE:
+                access = "\"write\"";
+                break;
+            default:
+                access = "null";
+            }
+        }
+        if (rw && deadline - enter > margin) {
+            double h;
+            /* A write must see neither another writer nor a reader, a read no writer. */
+            ref = referee_command(referee, 6, "EVAL", RW_ENTER, "2", writers_key, readers_key, side);
+            h = deadline - margin - mono();
+            sleep_s(hold < h ? hold : h);
+            if (side[0] == 'w') {
+                snprintf(fence_str, sizeof fence_str, "%llu", (unsigned long long)fence);
+                accepted =
+                    referee_command(referee, 5, "EVAL", FENCED_WRITE, "1", fence_key, fence_str);
+                referee_command(referee, 2, "DECR", writers_key);
+            } else {
+                referee_command(referee, 3, "DECRBY", readers_key, "1");
+            }
+        } else if (!rw && deadline - enter > margin) {
             ref = referee_command(referee, 2, "INCR", counter);
             if (self_stop && n == self_stop) {
                 kill(getpid(), SIGSTOP);
@@ -269,19 +361,27 @@ int main(void) {
             fprintf(log, "\"fence\": null, ");
         }
         fprintf(log, "\"invoke\": %.9f, ", invoke);
+        if (rw) {
+            fprintf(log, "\"access\": %s, \"asked\": \"%s\", ", access, side);
+        }
         fprintf(log, "\"enter\": %.9f, \"deadline\": %.9f, \"leave\": %.9f, ", enter, deadline,
                 leave);
         if (lost) {
             fprintf(log, "\"lost\": true, ");
         }
-        if (ref >= 0) {
+        if (ref >= 0 && accepted >= 0) {
             fprintf(log, "\"referee\": %lld, \"fenced_write\": %lld, ", ref, accepted);
+        } else if (ref >= 0) {
+            fprintf(log, "\"referee\": %lld, ", ref);
         } else {
             fprintf(log, "\"skipped\": true, ");
         }
         fprintf(log, "\"released\": %s}\n", released_ok && held ? "true" : "false");
         fflush(log);
         ironlock_lock_free(lock);
+        if (rw && side[0] == 'w') {
+            sleep_s(write_pause); /* a waiting writer holds back readers: let them in */
+        }
     }
     fprintf(log,
             "{\"worker\": %d, \"lang\": \"c\", \"summary\": true, \"acquired\": %d, \"errors\": "
@@ -292,6 +392,10 @@ int main(void) {
                 errors[7]);
     fclose(log);
     close(referee);
+    ironlock_acquire_opts_free(rw_opts);
+    if (readers != mgr) {
+        ironlock_manager_free(readers);
+    }
     ironlock_manager_free(mgr);
     return 0;
 }

@@ -1,6 +1,8 @@
 // Chaos worker (Node): contends for one resource through the ironlock npm package. Same CHAOS_*
 // environment and same JSON log lines as worker.py (see run.py). Times are CLOCK_MONOTONIC
 // seconds (process.hrtime is CLOCK_MONOTONIC on Linux), comparable with Python and C workers.
+// With CHAOS_RW=1 it takes the read or the write side of manager.rwLock(resource) instead, as
+// worker.py does.
 import { appendFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
@@ -15,6 +17,13 @@ const FENCED_WRITE =
   "local cur = tonumber(redis.call('GET', KEYS[1]) or '0') " +
   "if tonumber(ARGV[1]) > cur then redis.call('SET', KEYS[1], ARGV[1]) return 1 end " +
   'return 0'
+// The read-write referee (resp.py's RW_ENTER): the conflicting holders the entrant found.
+const RW_ENTER =
+  "if ARGV[1] == 'write' then " +
+  "local w = redis.call('INCR', KEYS[1]) " +
+  "return w - 1 + tonumber(redis.call('GET', KEYS[2]) or '0') end " +
+  "redis.call('INCRBY', KEYS[2], 1) " +
+  "return tonumber(redis.call('GET', KEYS[1]) or '0')"
 
 const env = process.env
 const mono = () => Number(process.hrtime.bigint()) / 1e9
@@ -64,7 +73,7 @@ const margin = Number(env.CHAOS_MARGIN_MS) / 1000
 const resource = env.CHAOS_RESOURCE
 const logPath = env.CHAOS_LOG
 
-const manager = new LockManager(env.CHAOS_NODES.split(' '), {
+const settings = {
   retryCount: 3,
   retryDelay: 50,
   nodeTimeout: Number(env.CHAOS_NODE_TIMEOUT_MS),
@@ -72,8 +81,28 @@ const manager = new LockManager(env.CHAOS_NODES.split(' '), {
   restartQuarantine: env.CHAOS_QUARANTINE === '1',
   reseat: (env.CHAOS_RESEAT ?? '1') === '1',
   fair: env.CHAOS_FAIR === '1' // every acquire waits in line (SPEC §10)
-})
+}
+const nodes = env.CHAOS_NODES.split(' ')
+const manager = new LockManager(nodes, settings)
+// The negative control: reads through a manager of only the first k nodes (a minority).
+const minority = Number(env.CHAOS_RW_READ_NODES ?? 0)
+const readers = minority > 0 ? new LockManager(nodes.slice(0, minority), settings) : manager
 const keep = env.CHAOS_KEEP === '1' // long holds under auto-extension
+// The read or the write side of a read-write lock: 1 in CHAOS_RW_WRITES writes, then a pause.
+const rw = env.CHAOS_RW === '1' ? manager.rwLock(resource) : null
+const rwReads = env.CHAOS_RW === '1' ? readers.rwLock(resource) : null
+const writes1In = Number(env.CHAOS_RW_WRITES ?? 4)
+const writePause = Number(env.CHAOS_RW_PAUSE_MS ?? 0)
+let seed = (Number(env.CHAOS_SEED ?? 7) * 1000003 + wid) >>> 0
+const random = () => { // mulberry32
+  seed = (seed + 0x6D2B79F5) >>> 0
+  let t = seed
+  t = Math.imul(t ^ (t >>> 15), t | 1)
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
+const writersKey = env.CHAOS_COUNTER_KEY + ':writers'
+const readersKey = env.CHAOS_COUNTER_KEY + ':readers'
 const referee = new Referee(Number(env.CHAOS_REFEREE_PORT))
 const errors = {}
 let n = 0
@@ -81,15 +110,18 @@ while (mono() < end) {
   const left = end - mono()
   const invoke = mono() // the history's invoke (tests/history)
   let lock
+  const side = rw ? (Math.floor(random() * writes1In) === 0 ? 'write' : 'read') : null
   try {
-    lock = await manager.acquire([resource], ttl, {
-      fencing: true,
-      wait: Math.max(10, Math.round(Math.min(wait, left) * 1000))
-    })
+    const how = { fencing: true, wait: Math.max(10, Math.round(Math.min(wait, left) * 1000)) }
+    if (side === 'write') lock = await rw.write(ttl, how)
+    else if (side === 'read') lock = await rwReads.read(ttl, how)
+    else lock = await manager.acquire([resource], ttl, how)
   } catch (e) {
     if (!(e instanceof IronlockError)) throw e
     errors[e.code ?? e.name] = (errors[e.code ?? e.name] ?? 0) + 1
-    appendFileSync(logPath, JSON.stringify({ worker: wid, lang: 'node', fail: e.code ?? e.name, invoke, at: mono() }) + '\n')
+    const fail = { worker: wid, lang: 'node', fail: e.code ?? e.name, invoke, at: mono() }
+    if (side) fail.access = side
+    appendFileSync(logPath, JSON.stringify(fail) + '\n')
     await sleep(10)
     continue
   }
@@ -98,7 +130,23 @@ while (mono() < end) {
   const keeper = keep ? lock.keepAlive() : null
   n++
   const rec = { worker: wid, lang: 'node', token: lock.value, fence: lock.fence === null ? null : '@@FENCE@@', invoke, enter, deadline }
-  if (deadline - enter > margin) {
+  if (rw) {
+    rec.access = lock.access // as the binding reports it
+    rec.asked = side
+  }
+  if (rw && deadline - enter > margin) {
+    // A write must see neither another writer nor a reader, a read no writer.
+    rec.referee = await referee.command('EVAL', RW_ENTER, 2, writersKey, readersKey, side)
+    await sleep(Math.max(0, Math.min(hold, deadline - margin - mono())) * 1000)
+    if (side === 'write') {
+      rec.fenced_write = await referee.command('EVAL', FENCED_WRITE, 1, env.CHAOS_FENCE_KEY, String(lock.fence ?? 0))
+      await referee.command('DECR', writersKey)
+    } else {
+      await referee.command('DECRBY', readersKey, 1)
+    }
+  } else if (rw) {
+    rec.skipped = true
+  } else if (deadline - enter > margin) {
     rec.referee = await referee.command('INCR', env.CHAOS_COUNTER_KEY)
     if (keeper) {
       // Work until the hold ends or the lock is lost; the deadline is the last validity seen
@@ -133,7 +181,9 @@ while (mono() < end) {
   }
   // the fence is a u64 (BigInt): write it as a bare JSON integer
   appendFileSync(logPath, JSON.stringify(rec).replace('"@@FENCE@@"', String(lock.fence)) + '\n')
+  if (side === 'write' && writePause) await sleep(writePause) // let the readers in
 }
 appendFileSync(logPath, JSON.stringify({ worker: wid, lang: 'node', summary: true, acquired: n, errors }) + '\n')
 referee.close()
+if (readers !== manager) await readers.close()
 await manager.close()

@@ -4,6 +4,13 @@ Configured by CHAOS_* environment variables (see run.py, which starts it). Each 
 logged as one JSON line when the critical section ends: worker, token, fence, enter, leave,
 deadline (time.monotonic(), i.e. CLOCK_MONOTONIC, comparable across processes), the referee
 counter's value after INCR (must be 1) and whether the fenced write was accepted.
+
+With CHAOS_RW=1 it takes the read or the write side of a read-write lock instead (1 in
+CHAOS_RW_WRITES acquisitions writes, then pauses CHAOS_RW_PAUSE_MS), logs the side as `access`
+and tells the referee which side entered (`referee` = the conflicting holders it saw: for a
+write, other writers plus readers; for a read, writers; must be 0). CHAOS_RW_READ_NODES=k (the
+negative control) takes reads through a manager of only the first k nodes: a reader that counts
+itself granted by a minority.
 """
 
 import ctypes
@@ -13,9 +20,11 @@ import signal
 import sys
 import time
 
+import random
+
 import ironlock
 
-from resp import Resp, fenced_write
+from resp import RW_ENTER, Resp, fenced_write
 
 
 def main() -> int:
@@ -34,8 +43,7 @@ def main() -> int:
     resource = env["CHAOS_RESOURCE"]
     counter = env["CHAOS_COUNTER_KEY"]
     fence_key = env["CHAOS_FENCE_KEY"]
-    manager = ironlock.LockManager(
-        env["CHAOS_NODES"].split(),
+    settings = dict(
         retry_count=3,
         retry_delay=0.05,
         node_timeout=int(env["CHAOS_NODE_TIMEOUT_MS"]) / 1000.0,
@@ -44,6 +52,15 @@ def main() -> int:
         reseat=env.get("CHAOS_RESEAT", "1") == "1",
         fair=env.get("CHAOS_FAIR") == "1",  # every acquire waits in line (SPEC §10)
     )
+    nodes = env["CHAOS_NODES"].split()
+    manager = ironlock.LockManager(nodes, **settings)
+    rw = env.get("CHAOS_RW") == "1"  # the read or the write side of a read-write lock
+    writes_1_in = int(env.get("CHAOS_RW_WRITES", "4"))
+    write_pause = int(env.get("CHAOS_RW_PAUSE_MS", "0")) / 1000.0
+    rng = random.Random("%s/%d" % (env.get("CHAOS_SEED", "7"), wid))
+    # The negative control: readers granted by a minority (a manager of the first k nodes only).
+    minority = int(env.get("CHAOS_RW_READ_NODES", "0"))
+    readers = ironlock.LockManager(nodes[:minority], **settings) if minority else manager
     referee = Resp(int(env["CHAOS_REFEREE_PORT"]))
     # The protected resource (storage.py): read-modify-write of its counter under the lock.
     storage = None
@@ -61,16 +78,24 @@ def main() -> int:
         while time.monotonic() < end:
             left = end - time.monotonic()
             invoke = time.monotonic()  # the history's invoke (tests/history)
+            side = ("write" if rng.randrange(writes_1_in) == 0 else "read") if rw else None
             try:
                 how = dict(wait=max(0.01, min(wait, left)), fencing=True)
-                if limit:
+                if side == "write":
+                    lock = manager.acquire_write(resource, ttl, **how)
+                elif side == "read":
+                    lock = readers.acquire_read(resource, ttl, **how)
+                elif limit:
                     lock = manager.acquire_permit(resource, limit, ttl, **how)
                 else:
                     lock = manager.acquire(resource, ttl, **how)
             except ironlock.IronlockError as e:
                 errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
-                log.write(json.dumps({"worker": wid, "lang": "py", "fail": type(e).__name__,
-                                      "invoke": invoke, "at": time.monotonic()}) + "\n")
+                fail = {"worker": wid, "lang": "py", "fail": type(e).__name__,
+                        "invoke": invoke, "at": time.monotonic()}
+                if side:
+                    fail["access"] = side
+                log.write(json.dumps(fail) + "\n")
                 time.sleep(0.01)
                 continue
             enter = time.monotonic()
@@ -80,7 +105,23 @@ def main() -> int:
             rec = {"worker": wid, "lang": "py", "token": lock.token, "fence": lock.fence,
                    "invoke": invoke, "enter": enter, "deadline": deadline,
                    "votes": [n.vote for n in lock.report]}
-            if deadline - enter > margin:
+            if rw:
+                rec["access"] = lock.access  # as the binding reports it
+                rec["asked"] = side
+            if rw and deadline - enter > margin:
+                # The referee counts writers and readers: a write must see neither another
+                # writer nor a reader, a read no writer.
+                rec["referee"] = referee.command("EVAL", RW_ENTER, 2, counter + ":writers",
+                                                 counter + ":readers", side)
+                time.sleep(max(0.0, min(hold, deadline - margin - time.monotonic())))
+                if side == "write":
+                    rec["fenced_write"] = fenced_write(referee, fence_key, lock.fence)
+                    referee.command("DECR", counter + ":writers")
+                else:
+                    referee.command("DECRBY", counter + ":readers", 1)
+            elif rw:
+                rec["skipped"] = True
+            elif deadline - enter > margin:
                 rec["referee"] = referee.command("INCR", counter)
                 if storage is not None:
                     rec["read"] = int(store("READ"))
@@ -116,8 +157,12 @@ def main() -> int:
                 rec["released"] = False
                 errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
             log.write(json.dumps(rec) + "\n")
+            if side == "write" and write_pause:
+                time.sleep(write_pause)  # a waiting writer holds back readers: let them in
         log.write(json.dumps({"worker": wid, "lang": "py", "summary": True,
                               "acquired": n, "errors": errors}) + "\n")
+    if readers is not manager:
+        readers.close()
     manager.close()
     referee.close()
     return 0
