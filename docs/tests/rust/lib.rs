@@ -22,3 +22,11 @@ pub struct GuideFairLocks;
 #[cfg(all(doctest, ironlock_docs))]
 #[doc = include_str!("../../src/guides/operations.md")]
 pub struct GuideOperations;
+
+#[cfg(all(doctest, ironlock_docs))]
+#[doc = include_str!("../../src/guides/read-write-locks.md")]
+pub struct GuideReadWriteLocks;
+
+#[cfg(all(doctest, ironlock_docs))]
+#[doc = include_str!("../../src/guides/elections.md")]
+pub struct GuideElections;
