@@ -39,6 +39,13 @@
 #define IRONLOCK_TOKEN_LEN 40
 
 /**
+ * The longest value a candidate may advertise, in bytes (without the terminating NUL):
+ * `ironlock_campaign` and `ironlock_proclaim` refuse a longer one with
+ * IRONLOCK_INVALID_ARGUMENT naming `value`. Added after the 0.1.0 ABI.
+ */
+#define IRONLOCK_MAX_ELECTION_VALUE_LEN 65536
+
+/**
  * Options of one acquire, built with setters (every option starts at its default: the
  * manager's retry settings, no wait deadline, no fencing).
  *
@@ -56,6 +63,29 @@ typedef struct ironlock_acquire_opts ironlock_acquire_opts;
  * Thread safety: not thread-safe; use one config from one thread at a time.
  */
 typedef struct ironlock_config ironlock_config;
+
+/**
+ * Who led an election when it was read (`ironlock_leader`, `ironlock_observer_next`).
+ *
+ * Ownership: created by those calls, freed with `ironlock_leader_info_free`. Thread safety:
+ * immutable; any thread may read it, one frees it. Added after the 0.1.0 ABI.
+ */
+typedef struct ironlock_leader_info ironlock_leader_info;
+
+/**
+ * This candidate's leadership of an election, granted by `ironlock_campaign` and kept extended
+ * in the background until it is resigned, lost or freed.
+ *
+ * Ownership: created by `ironlock_campaign`, freed with `ironlock_leadership_free`. Freeing
+ * does NOT resign: it stops the extensions and sends nothing to Redis, as if the process had
+ * died, and the next candidate leads once the key expires (at most a ttl later). Call
+ * `ironlock_resign` first to hand over at once. A leadership stays usable after its manager is
+ * freed (it keeps the runtime alive). Thread safety: every call may be made from several
+ * threads at once, except that `ironlock_leadership_free` needs that no other call on the
+ * leadership is running, and a value read with `ironlock_leadership_value` must not be used
+ * while another thread proclaims. Added after the 0.1.0 ABI.
+ */
+typedef struct ironlock_leadership ironlock_leadership;
 
 /**
  * A lock granted by a quorum.
@@ -77,6 +107,18 @@ typedef struct ironlock_lock ironlock_lock;
  * manager at once; only `ironlock_manager_free` needs that no other call on it is running.
  */
 typedef struct ironlock_manager ironlock_manager;
+
+/**
+ * The changes of leader of one election, in order (`ironlock_observe`).
+ *
+ * Ownership: created by `ironlock_observe`, freed with `ironlock_observer_free` (no Redis
+ * traffic). It keeps working after its manager is freed (it keeps the connections and the
+ * runtime alive, as a lock does). Thread safety: one `ironlock_observer_next` at a time (a
+ * second one on another thread meanwhile fails with IRONLOCK_INVALID_ARGUMENT); it may be
+ * used from any thread; `ironlock_observer_free` needs that no call on it is running. Added
+ * after the 0.1.0 ABI.
+ */
+typedef struct ironlock_observer ironlock_observer;
 
 /**
  * The result of every fallible ironlock call. The numbers are stable and never reused: new
@@ -485,6 +527,279 @@ ironlock_status ironlock_config_set_node_tls(struct ironlock_config *config,
                                              const char *cert_pem,
                                              const char *key_pem,
                                              const char *server_name);
+
+/**
+ * Waits in line for the election `name` until this candidate leads, then writes its
+ * leadership to `*out`, kept extended in the background (until `ironlock_resign`, a loss or
+ * `ironlock_leadership_free`). Candidates lead in the order they queued (on every node), and a
+ * candidate is told it leads only once a quorum of nodes granted it, with `value` (what it
+ * advertises, its address say: UTF-8, at most IRONLOCK_MAX_ELECTION_VALUE_LEN bytes, "" for
+ * none) and its term written on them. The term (`ironlock_leadership_term`) is the grant's
+ * fencing token: every later leader's is larger.
+ * `ttl_ms` bounds how long the election stays with a leader that died without resigning.
+ * `wait_ms` gives up after that many milliseconds; 0 waits as long as it takes. A candidate
+ * that gives up leaves the line on every node. Blocks the calling thread; writes `*out` only
+ * on success; the per-node report of the grant (or of the last round) is readable through
+ * `ironlock_last_report_*`.
+ *
+ * The election's key is the lock key of `name`: a plain lock of the same name
+ * (`ironlock_acquire`) excludes every candidate.
+ *
+ * Returns IRONLOCK_CONTENDED when `wait_ms` ran out before this candidate led,
+ * IRONLOCK_UNAVAILABLE when too few nodes answered, IRONLOCK_INVALID_ARGUMENT for bad input,
+ * naming it: a NULL `manager`, `out`, `name` or `value`, an empty or non-UTF-8 `name`, a
+ * non-UTF-8 or too long `value`, a ttl of 0 or above max_ttl. Nothing reaches Redis for bad
+ * input. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `manager` is NULL or a live manager; `name` and `value` are NULL or NUL-terminated strings;
+ * `out` is NULL or writable.
+ */
+ironlock_status ironlock_campaign(struct ironlock_manager *manager,
+                                  const char *name,
+                                  const char *value,
+                                  uint64_t ttl_ms,
+                                  uint64_t wait_ms,
+                                  struct ironlock_leadership **out);
+
+/**
+ * Frees a leadership handle. Does NOT resign and sends nothing to Redis: the extensions stop
+ * (as if the process had died) and the next candidate leads once the key expires. Call
+ * `ironlock_resign` first to hand over at once. NULL is a no-op. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `leadership` is NULL or came from `ironlock_campaign`, was not freed before, and no other
+ * thread is using it.
+ */
+void ironlock_leadership_free(struct ironlock_leadership *leadership);
+
+/**
+ * The leadership's term: the fencing token of its grant, larger than every earlier leader's
+ * of the election. Pass it to what the leader writes to, so that a deposed leader's late
+ * writes can be refused. 0 for NULL. Never touches Redis. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `leadership` is NULL or a live leadership.
+ */
+uint64_t ironlock_leadership_term(const struct ironlock_leadership *leadership);
+
+/**
+ * The leadership's token (40 lowercase hex characters): the value of the election's key on
+ * Redis, and the `token` of `ironlock_leader_info` while this candidate leads. NULL for NULL.
+ *
+ * Ownership: owned by the leadership, valid until `ironlock_leadership_free`. Added after the
+ * 0.1.0 ABI.
+ *
+ * # Safety
+ * `leadership` is NULL or a live leadership.
+ */
+const char *ironlock_leadership_token(const struct ironlock_leadership *leadership);
+
+/**
+ * The value this leader advertises: the campaign's, or the last one `ironlock_proclaim`
+ * wrote. NULL for NULL. Never touches Redis.
+ *
+ * Ownership: owned by the leadership, valid until the next successful `ironlock_proclaim` on
+ * it (which replaces it) or `ironlock_leadership_free`; do not use it while another thread
+ * proclaims. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `leadership` is NULL or a live leadership.
+ */
+const char *ironlock_leadership_value(const struct ironlock_leadership *leadership);
+
+/**
+ * How long the leadership is still valid, in milliseconds from the monotonic clock (rounded
+ * down). It ends a margin (a tenth of the ttl, at most a second) before the key's own
+ * validity, so that a leader hears of its loss before another candidate can lead. 0 once lost,
+ * resigned or run out, and for NULL. Never touches Redis. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `leadership` is NULL or a live leadership.
+ */
+uint64_t ironlock_leadership_validity_ms(const struct ironlock_leadership *leadership);
+
+/**
+ * True while this candidate leads: neither lost nor resigned, and its validity has not run
+ * out. False for NULL. Never touches Redis. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `leadership` is NULL or a live leadership.
+ */
+bool ironlock_leadership_is_leader(const struct ironlock_leadership *leadership);
+
+/**
+ * True once the leadership is known lost: an extension found no quorum holding it, or its
+ * validity ran out before one succeeded (false after a resignation). False for NULL. Never
+ * touches Redis. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `leadership` is NULL or a live leadership.
+ */
+bool ironlock_leadership_is_lost(const struct ironlock_leadership *leadership);
+
+/**
+ * Waits up to `timeout_ms` milliseconds (0: as long as it takes) for the leadership to end.
+ * Returns IRONLOCK_LOST as soon as it has ended (lost: told a tenth of the ttl, at most a
+ * second, before its validity would end; or resigned, from any thread; or run out), with
+ * `ironlock_last_error()` saying which, and at once if it had already; IRONLOCK_OK when the
+ * timeout passed and this candidate still leads. Blocks the calling thread; sends nothing to
+ * Redis (the background extensions decide). Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `leadership` is NULL or a live leadership.
+ */
+ironlock_status ironlock_leadership_wait_lost(const struct ironlock_leadership *leadership,
+                                              uint64_t timeout_ms);
+
+/**
+ * Advertises a new value (a UTF-8 string of at most IRONLOCK_MAX_ELECTION_VALUE_LEN bytes),
+ * only while still leader: it is written on a quorum of nodes where the election's key still
+ * holds this leadership, and observers are woken. Blocks the calling thread.
+ *
+ * Returns IRONLOCK_LOST when this candidate no longer leads (nothing is written),
+ * IRONLOCK_UNAVAILABLE when too few nodes wrote it (the advertised value stays the old one),
+ * IRONLOCK_INVALID_ARGUMENT for a NULL `leadership` or `value`, a non-UTF-8 or too long
+ * `value`. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `leadership` is NULL or a live leadership; `value` is NULL or a NUL-terminated string.
+ */
+ironlock_status ironlock_proclaim(struct ironlock_leadership *leadership, const char *value);
+
+/**
+ * Steps down: stops the extensions and deletes the election's key and leader record on every
+ * node where they still hold this leadership (the next candidate in line is woken at once).
+ * Blocks until a quorum deleted them (at most node_timeout), as `ironlock_release`; the per-node
+ * report is readable through `ironlock_last_report_*`. IRONLOCK_OK also when the leadership had
+ * already been lost or resigned (nothing foreign is deleted). The handle stays valid (free it
+ * with `ironlock_leadership_free`). Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `leadership` is NULL or a live leadership.
+ */
+ironlock_status ironlock_resign(struct ironlock_leadership *leadership);
+
+/**
+ * Reads who leads the election `name` from every node (a quorum must answer): writes a new
+ * `ironlock_leader_info` to `*out`, or NULL when nobody leads (or a candidate was granted and
+ * its record is not written yet), with IRONLOCK_OK either way. Blocks the calling thread;
+ * writes `*out` only on success.
+ *
+ * Returns IRONLOCK_UNAVAILABLE when fewer than a quorum of nodes answered (with the per-node
+ * report), IRONLOCK_INVALID_ARGUMENT for a NULL `manager`, `name` or `out`, or an empty or
+ * non-UTF-8 `name`. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `manager` is NULL or a live manager; `name` is NULL or a NUL-terminated string; `out` is
+ * NULL or writable.
+ */
+ironlock_status ironlock_leader(struct ironlock_manager *manager,
+                                const char *name,
+                                struct ironlock_leader_info **out);
+
+/**
+ * Frees a leader info. NULL is a no-op. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `info` is NULL or came from `ironlock_leader` or `ironlock_observer_next` and was not freed
+ * before.
+ */
+void ironlock_leader_info_free(struct ironlock_leader_info *info);
+
+/**
+ * The value the leader advertises, as last proclaimed. NULL for NULL.
+ *
+ * Ownership: owned by the info, valid until `ironlock_leader_info_free`. Added after the 0.1.0
+ * ABI.
+ *
+ * # Safety
+ * `info` is NULL or a live leader info.
+ */
+const char *ironlock_leader_info_value(const struct ironlock_leader_info *info);
+
+/**
+ * The leader's token (its leadership's `ironlock_leadership_token`). NULL for NULL.
+ *
+ * Ownership: owned by the info, valid until `ironlock_leader_info_free`. Added after the 0.1.0
+ * ABI.
+ *
+ * # Safety
+ * `info` is NULL or a live leader info.
+ */
+const char *ironlock_leader_info_token(const struct ironlock_leader_info *info);
+
+/**
+ * The leader's term (the fencing token of its grant; every later leader's is larger). 0 for
+ * NULL. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `info` is NULL or a live leader info.
+ */
+uint64_t ironlock_leader_info_term(const struct ironlock_leader_info *info);
+
+/**
+ * How long the leadership stays valid at most, in milliseconds: what the nodes that hold it
+ * said when it was read (the quorum-th longest remaining time to live, less the read's
+ * duration), less the time since, from the monotonic clock. 0 once past, and for NULL. Added
+ * after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `info` is NULL or a live leader info.
+ */
+uint64_t ironlock_leader_info_validity_ms(const struct ironlock_leader_info *info);
+
+/**
+ * Starts following the changes of leader of the election `name`: writes a new observer to
+ * `*out` (only on success); `ironlock_observer_next` gives the changes. Sends nothing to Redis
+ * itself (it subscribes to the election's announcements in the background).
+ *
+ * Returns IRONLOCK_INVALID_ARGUMENT for a NULL `manager`, `name` or `out`, or an empty or
+ * non-UTF-8 `name`. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `manager` is NULL or a live manager; `name` is NULL or a NUL-terminated string; `out` is
+ * NULL or writable.
+ */
+ironlock_status ironlock_observe(struct ironlock_manager *manager,
+                                 const char *name,
+                                 struct ironlock_observer **out);
+
+/**
+ * Frees an observer. Sends nothing to Redis (its subscriptions are dropped in the
+ * background). NULL is a no-op. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `observer` is NULL or came from `ironlock_observe`, was not freed before, and no other
+ * thread is using it.
+ */
+void ironlock_observer_free(struct ironlock_observer *observer);
+
+/**
+ * Waits up to `timeout_ms` milliseconds (0: as long as it takes) for the next change of
+ * leader, and returns IRONLOCK_OK with one of two outcomes:
+ * - a change (`*changed` = true): `*out` is who leads now, a new `ironlock_leader_info` to free
+ *   with `ironlock_leader_info_free`, or NULL when nobody leads. The first call gives the
+ *   current state at once. Leaders follow one another in increasing terms; a proclaim is a
+ *   change too (same term, new value); a change undone before a read sees it (a candidate
+ *   that led and resigned between two reads) is not delivered.
+ * - no change before the timeout (`*changed` = false, `*out` = NULL).
+ *
+ * Woken by the grants, proclaims and resignations as they are announced, and polling as the
+ * fallback (a leader that expired); reads that fail meanwhile (too few nodes) are retried, not
+ * returned. Returns IRONLOCK_UNAVAILABLE once the observer's manager has been closed (the
+ * stream has ended; the C API itself has no close: freeing the manager does not end it),
+ * IRONLOCK_INVALID_ARGUMENT for a NULL `observer`, `changed` or `out`, or while another thread
+ * is inside `ironlock_observer_next` on the same observer. Blocks the calling thread; writes
+ * `*changed` and `*out` only on success. Added after the 0.1.0 ABI.
+ *
+ * # Safety
+ * `observer` is NULL or a live observer; `changed` and `out` are NULL or writable.
+ */
+ironlock_status ironlock_observer_next(struct ironlock_observer *observer,
+                                       uint64_t timeout_ms,
+                                       bool *changed,
+                                       struct ironlock_leader_info **out);
 
 /**
  * The name of a status, e.g. `"CONTENDED"` for `IRONLOCK_CONTENDED` (`"OK"` for

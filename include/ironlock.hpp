@@ -15,8 +15,12 @@
 //       lock.finish();  // releases; throws ironlock::error (IRONLOCK_LOST) if the lock was lost
 //   }                   // (a lock not finished is released here, without throwing)
 //
-// Thread safety is the C API's: a manager may be shared by threads; a lock may be used by
-// several threads but destroyed by one.
+// Leader elections: `m.campaign(name, value, ttl)` waits in line and gives an
+// ironlock::leadership (resigned when it goes out of scope), `m.leader(name)` says who leads,
+// `m.observe(name)` follows the changes.
+//
+// Thread safety is the C API's: a manager may be shared by threads; a lock or a leadership may
+// be used by several threads but destroyed by one; an observer is used by one thread at a time.
 #ifndef IRONLOCK_HPP
 #define IRONLOCK_HPP
 
@@ -124,6 +128,46 @@ struct lock_deleter {
 struct opts_deleter {
     void operator()(ironlock_acquire_opts *o) const noexcept { ironlock_acquire_opts_free(o); }
 };
+struct leadership_deleter {
+    void operator()(ironlock_leadership *l) const noexcept { ironlock_leadership_free(l); }
+};
+struct leader_info_deleter {
+    void operator()(ironlock_leader_info *i) const noexcept { ironlock_leader_info_free(i); }
+};
+struct observer_deleter {
+    void operator()(ironlock_observer *o) const noexcept { ironlock_observer_free(o); }
+};
+
+/// A timeout or wait for the argument `name` of a C call that reads 0 as "no deadline": an
+/// explicit 0 would mean the opposite, so it is refused.
+template <class Rep, class Period>
+std::uint64_t deadline_millis(const char *name, std::chrono::duration<Rep, Period> d) {
+    const std::uint64_t ms = millis(name, d);
+    if (ms == 0) invalid(std::string(name) + ": must be at least 1 ms");
+    return ms;
+}
+
+}  // namespace detail
+
+/// Who leads an election, as read (`manager::leader`, `observer::next`).
+struct leader_info {
+    std::string value;                   ///< what the leader advertises, as last proclaimed
+    std::uint64_t term = 0;              ///< its fencing token; every later leader's is larger
+    std::string token;                   ///< its leadership's token
+    std::chrono::milliseconds validity{0};  ///< how long it stays valid at most, when read
+};
+
+namespace detail {
+
+/// Takes (and frees) a C leader info: empty for NULL (nobody leads).
+inline std::optional<leader_info> take(ironlock_leader_info *raw) {
+    std::unique_ptr<ironlock_leader_info, leader_info_deleter> info(raw);
+    if (!info) return std::nullopt;
+    const char *value = ironlock_leader_info_value(info.get());
+    const char *token = ironlock_leader_info_token(info.get());
+    return leader_info{value ? value : "", ironlock_leader_info_term(info.get()), token ? token : "",
+                       std::chrono::milliseconds(ironlock_leader_info_validity_ms(info.get()))};
+}
 
 }  // namespace detail
 
@@ -288,6 +332,116 @@ private:
     bool done_ = false;
 };
 
+/// This candidate's leadership of an election (`manager::campaign`), kept extended in the
+/// background. Move-only; resigns (without throwing) when it goes out of scope, so that the
+/// next candidate leads at once. To step away as a dying process would (the next candidate
+/// leads once the key expires), use `abandon()`.
+class leadership {
+public:
+    explicit leadership(ironlock_leadership *l) noexcept : l_(l) {}
+    leadership(leadership &&) noexcept = default;
+    leadership &operator=(leadership &&other) noexcept {
+        if (this != &other) {
+            resign_quietly();
+            l_ = std::move(other.l_);
+            done_ = other.done_;
+        }
+        return *this;
+    }
+    leadership(const leadership &) = delete;
+    leadership &operator=(const leadership &) = delete;
+    ~leadership() { resign_quietly(); }
+
+    /// The term: the fencing token of the grant, larger than every earlier leader's.
+    std::uint64_t term() const noexcept { return ironlock_leadership_term(l_.get()); }
+    std::string token() const {
+        const char *t = ironlock_leadership_token(l_.get());
+        return t ? t : "";
+    }
+    /// The value advertised: the campaign's, or the last one proclaimed.
+    std::string value() const {
+        const char *v = ironlock_leadership_value(l_.get());
+        return v ? v : "";
+    }
+    /// How long it stays valid: it ends a tenth of the ttl (at most 1 s) before the key does.
+    std::chrono::milliseconds validity() const noexcept {
+        return std::chrono::milliseconds(ironlock_leadership_validity_ms(l_.get()));
+    }
+    /// True while this candidate leads (not lost, resigned or run out).
+    bool is_leader() const noexcept { return ironlock_leadership_is_leader(l_.get()); }
+    /// True once the leadership is known lost.
+    bool lost() const noexcept { return ironlock_leadership_is_lost(l_.get()); }
+
+    /// Waits until the leadership ends (lost, or resigned from another thread).
+    void wait_lost() { ended(ironlock_leadership_wait_lost(l_.get(), 0)); }
+    /// Waits at most `timeout` (at least 1 ms): true once the leadership has ended, false when
+    /// the timeout passed and this candidate still leads.
+    template <class R, class P> bool wait_lost_for(std::chrono::duration<R, P> timeout) {
+        return ended(ironlock_leadership_wait_lost(l_.get(), detail::deadline_millis("timeout", timeout)));
+    }
+
+    /// Advertises a new value, only while still leader (throws IRONLOCK_LOST otherwise).
+    void proclaim(const std::string &value) {
+        detail::check(ironlock_proclaim(l_.get(), detail::c_str("value", value)));
+    }
+    /// Steps down: deletes the key and the leader record, waking the next candidate.
+    void resign() {
+        done_ = true;
+        detail::check(ironlock_resign(l_.get()));
+    }
+    /// Stops the extensions without resigning (as if the process had died): the next candidate
+    /// leads once the key expires. The object is empty afterwards.
+    void abandon() noexcept {
+        done_ = true;
+        l_.reset();
+    }
+    ironlock_leadership *get() const noexcept { return l_.get(); }
+
+private:
+    static bool ended(ironlock_status s) {
+        if (s == IRONLOCK_LOST) return true;
+        detail::check(s);
+        return false;
+    }
+    void resign_quietly() noexcept {
+        if (l_ && !done_) ironlock_resign(l_.get());
+        done_ = true;
+    }
+    std::unique_ptr<ironlock_leadership, detail::leadership_deleter> l_;
+    bool done_ = false;
+};
+
+/// The changes of leader of an election, in order (`manager::observe`). Move-only; used by one
+/// thread at a time.
+class observer {
+public:
+    explicit observer(ironlock_observer *o) noexcept : o_(o) {}
+
+    /// The next change of leader, waiting as long as it takes (the first call: who leads now):
+    /// the leader, or empty when nobody leads. Terms only grow; a proclaim is a change too.
+    /// Throws ironlock::error (IRONLOCK_UNAVAILABLE) once the manager is closed.
+    std::optional<leader_info> next() {
+        bool changed = false;
+        ironlock_leader_info *info = nullptr;
+        detail::check(ironlock_observer_next(o_.get(), 0, &changed, &info));
+        return detail::take(info);
+    }
+    /// The same, waiting at most `timeout` (at least 1 ms): std::nullopt when no change came in
+    /// time; otherwise the change, itself empty when nobody leads.
+    template <class R, class P> std::optional<std::optional<leader_info>> next_for(std::chrono::duration<R, P> timeout) {
+        bool changed = false;
+        ironlock_leader_info *info = nullptr;
+        detail::check(ironlock_observer_next(o_.get(), detail::deadline_millis("timeout", timeout), &changed, &info));
+        std::optional<leader_info> leader = detail::take(info);
+        if (!changed) return std::nullopt;
+        return std::optional<std::optional<leader_info>>(std::in_place, std::move(leader));
+    }
+    ironlock_observer *get() const noexcept { return o_.get(); }
+
+private:
+    std::unique_ptr<ironlock_observer, detail::observer_deleter> o_;
+};
+
 /// Takes Redlock locks over N independent Redis masters. Move-only; shareable by threads.
 class manager {
 public:
@@ -353,6 +507,35 @@ public:
         detail::check(ironlock_acquire_write(m_.get(), detail::c_str("resource", resource),
                                              detail::millis("ttl", ttl), o.get(), &l));
         return lock(l);
+    }
+
+    /// Waits in line for the election `name` until this candidate leads (candidates lead in the
+    /// order they queued), advertising `value`; the leadership is kept extended in the
+    /// background and resigned when it goes out of scope. `ttl` bounds how long the election
+    /// stays with a leader that died. `wait` (at least 1 ms) gives up with ironlock::error
+    /// (IRONLOCK_CONTENDED), leaving the line; none waits as long as it takes.
+    template <class R, class P>
+    leadership campaign(const std::string &name, const std::string &value, std::chrono::duration<R, P> ttl,
+                        std::optional<std::chrono::milliseconds> wait = std::nullopt) {
+        const std::uint64_t wait_ms = wait ? detail::deadline_millis("wait", *wait) : 0;
+        ironlock_leadership *l = nullptr;
+        detail::check(ironlock_campaign(m_.get(), detail::c_str("name", name), detail::c_str("value", value),
+                                        detail::millis("ttl", ttl), wait_ms, &l));
+        return leadership(l);
+    }
+
+    /// Who leads the election `name`, read from a quorum of nodes; empty when nobody leads.
+    std::optional<leader_info> leader(const std::string &name) {
+        ironlock_leader_info *info = nullptr;
+        detail::check(ironlock_leader(m_.get(), detail::c_str("name", name), &info));
+        return detail::take(info);
+    }
+
+    /// Follows the changes of leader of the election `name` (`observer::next`).
+    observer observe(const std::string &name) {
+        ironlock_observer *o = nullptr;
+        detail::check(ironlock_observe(m_.get(), detail::c_str("name", name), &o));
+        return observer(o);
     }
 
     /// One counter of the manager's stats by its field name ("granted", "contended",

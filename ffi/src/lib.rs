@@ -9,6 +9,7 @@
 
 mod boundary;
 mod config;
+mod election;
 mod error;
 mod handles;
 mod lock;
@@ -19,6 +20,7 @@ mod runtime;
 mod version;
 
 pub use config::*;
+pub use election::*;
 pub use error::*;
 pub use lock::*;
 pub use manager::*;

@@ -25,11 +25,11 @@ use crate::runtime::Runtime;
 /// manager at once; only `ironlock_manager_free` needs that no other call on it is running.
 pub struct ironlock_manager {
     manager: Option<LockManager>,
-    rt: Arc<Runtime>,
+    pub(crate) rt: Arc<Runtime>,
 }
 
 impl ironlock_manager {
-    fn manager(&self) -> &LockManager {
+    pub(crate) fn manager(&self) -> &LockManager {
         self.manager.as_ref().expect("the manager lives until drop")
     }
 }

@@ -8,8 +8,8 @@
 #  5. ABI: SONAME libironlock.so.0, only ironlock_* exported, the recorded ABI only grew
 #     (ffi/abi/snapshot.py), the old binary (tests/c/abi_v0.c, 0.1.0 header) calls every 0.1.0
 #     function
-#  6. runs them all: API + bad inputs, the shared corpus, 8 threads contending, C++, example,
-#     the old binary
+#  6. runs them all: API + bad inputs, leader elections, the shared corpus, 8 threads
+#     contending, C++, example, the old binary
 #  7. runs the C suite again under valgrind (--error-exitcode=1 --leak-check=full)
 #  8. installs (symlink chain .so -> .so.0 -> .so.x.y.z; README, licences and examples in
 #     share/doc/ironlock) into a temporary prefix and builds + runs the quick start with
@@ -115,6 +115,7 @@ echo "example nodes: ${URLS[*]}"
 for link in shared static; do
   step "run ($link)"
   run "test_api ($link)" "$BUILD/test_api-$link"
+  run "leader elections ($link)" "$BUILD/test_election-$link"
   run "corpus ($link)" "$BUILD/corpus-$link"
   run "8 threads contending ($link)" "$BUILD/test_threads-$link" 20
   run "C++17 ($link)" "$BUILD/test_cpp-$link"
@@ -144,6 +145,7 @@ vg() { # vg NAME PROGRAM ARGS...: prints valgrind's ERROR SUMMARY line (the whol
 # (test_api's mutual-TLS part is skipped here: valgrind cannot follow ring's assembly and
 # reports every TLS record as uninitialised; that part runs above and under ASan.)
 IRONLOCK_TEST_SKIP_TLS=1 vg "test_api" "$BUILD/test_api-shared"
+vg "leader elections" "$BUILD/test_election-shared"
 IRONLOCK_CORPUS_SLOW=1 vg "corpus" "$BUILD/corpus-shared"
 vg "8 threads contending" "$BUILD/test_threads-shared" 5
 vg "C++17" "$BUILD/test_cpp-shared"

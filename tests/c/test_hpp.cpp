@@ -1,6 +1,6 @@
 // include/ironlock.hpp (C++17 RAII wrapper) against real nodes: RAII release, chrono durations,
 // exceptions carrying the status and the report, the loss rule, moves, auto-extension,
-// semaphores, read-write locks, fair locks, bad input.
+// semaphores, read-write locks, fair locks, bad input, leader elections.
 #include <ironlock.hpp>
 
 #include <chrono>
@@ -236,6 +236,74 @@ int main() {
         refused("negative ttl of a read", "ttl", [&] { m.acquire_read(name("rw-neg"), -1s); });
         refused("NUL in a node URL", "nodes",
                 [] { ironlock::config{}.node(std::string("redis://127.0.0.1:6379\0x", 24)); });
+
+        // Leader elections: the observer sees nobody, then times out; a campaign leads, the
+        // nodes and the observer show it, proclaim changes the value; the destructor resigns
+        // (the next candidate leads at once, with a larger term); resign ends it; abandon()
+        // does not resign; bad input is refused naming the argument.
+        {
+            const std::string e = name("elect");
+            ironlock::observer obs = m.observe(e);
+            const auto first = obs.next_for(5s);
+            check(first.has_value() && !first->has_value(), "observer: nobody leads at first");
+            check(!obs.next_for(200ms).has_value(), "observer: no change until the timeout");
+            check(!m.leader(e).has_value(), "leader(): nobody");
+            std::uint64_t term_a = 0;
+            {
+                ironlock::leadership a = m.campaign(e, "a:1", 5s);
+                term_a = a.term();
+                check(a.is_leader() && !a.lost() && a.term() > 0 && a.token().size() == IRONLOCK_TOKEN_LEN,
+                      "campaign: leading, with a term and a token");
+                check(a.value() == "a:1" && a.validity() <= 4500ms && a.validity() > 3s,
+                      "leadership: value, validity a tenth of the ttl short");
+                const auto now = m.leader(e);
+                check(now && now->value == "a:1" && now->term == a.term() && now->token == a.token() &&
+                          now->validity > 0ms && now->validity <= 5s,
+                      "leader(): the leadership");
+                const auto seen = obs.next();
+                check(seen && seen->term == a.term() && seen->value == "a:1", "observer: the leader");
+                check(!a.wait_lost_for(50ms), "wait_lost_for: still leading");
+                a.proclaim("a:2");
+                check(a.value() == "a:2" && m.leader(e).value_or(ironlock::leader_info{}).value == "a:2", "proclaim");
+                const auto proclaimed = obs.next_for(5s);
+                check(proclaimed && *proclaimed && (*proclaimed)->value == "a:2" && (*proclaimed)->term == a.term(),
+                      "observer: the proclaimed value");
+                try {
+                    m.campaign(e, "x", 5s, 300ms);
+                    check(false, "a campaign behind a leader gives up");
+                } catch (const ironlock::error &err) {
+                    check(err.status() == IRONLOCK_CONTENDED, "campaign gave up: CONTENDED");
+                }
+                std::vector<ironlock::leadership> owners;
+                owners.push_back(std::move(a));
+                check(owners.back().term() == term_a, "a moved leadership");
+            }
+            // Resigned by the destructor: the next campaign leads within its 2 s wait (the old
+            // key would have held 5 s).
+            ironlock::leadership b = m.campaign(e, "b:1", 5s, 2000ms);
+            check(b.term() > term_a, "after the destructor resigned: terms grow");
+            b.resign();
+            check(!b.is_leader() && b.wait_lost_for(1s), "resign(): no longer leader, wait_lost_for says so");
+            try {
+                b.proclaim("b:2");
+                check(false, "proclaim after resign throws");
+            } catch (const ironlock::error &err) {
+                check(err.status() == IRONLOCK_LOST, "proclaim after resign: LOST");
+            }
+            ironlock::leadership c = m.campaign(e, "c", 1500ms);
+            const std::uint64_t term_c = c.term();
+            c.abandon();
+            check(c.get() == nullptr && m.leader(e).value_or(ironlock::leader_info{}).term == term_c,
+                  "abandon(): not resigned");
+            refused("empty election name", "name", [&] { m.campaign("", "v", 1s); });
+            refused("NUL in an election name", "name", [&] { m.campaign(std::string("e\0x", 3), "v", 1s); });
+            refused("NUL in a leader() name", "name", [&] { m.leader(std::string("e\0x", 3)); });
+            refused("too long a value", "value", [&] { m.campaign(name("long"), std::string(65537, 'v'), 1s); });
+            refused("ttl 0", "ttl", [&] { m.campaign(name("ttl"), "v", 0s); });
+            refused("zero wait", "wait", [&] { m.campaign(name("wait"), "v", 1s, 0ms); });
+            refused("zero observer timeout", "timeout", [&] { obs.next_for(0ms); });
+            refused("negative wait_lost timeout", "timeout", [&] { b.wait_lost_for(-1s); });
+        }
     }
     harness_stop(&h);
     std::printf("test_hpp: %d checks passed, %d failed\n", passes, failures);

@@ -102,12 +102,14 @@ canary leak "LeakSanitizer: detected memory leaks"
 for link in shared static; do
   step "run under ASan + LSan ($link)"
   asan "test_api ($link)" "$BUILD/test_api-$link"
+  asan "leader elections ($link)" "$BUILD/test_election-$link"
   # Slow mode (as under valgrind): node_timeout 2 s and one retry of a failed scenario, so
   # a loaded machine does not turn a 50 ms node timeout into a failure; this run is about memory
   # errors, tests/c/run.sh checks the timing at full speed.
   IRONLOCK_CORPUS_SLOW=1 asan "corpus ($link)" "$BUILD/corpus-$link"
   asan "8 threads contending ($link)" "$BUILD/test_threads-$link" 10
   asan "C++17 ($link)" "$BUILD/test_cpp-$link"
+  asan "C++17 RAII wrapper ironlock.hpp ($link)" "$BUILD/test_hpp-$link"
   asan "ffi/examples/basic.c ($link)" "$BUILD/basic-$link" "${URLS[@]}"
   # The C soak at reduced counts (its own 5 nodes): manager churn, lock cycles, a reconnect
   # storm; no RSS limit (ASan's quarantine holds freed memory), fds and threads still checked.
