@@ -392,24 +392,11 @@ async fn give_up(
     started: Instant,
     err: Error,
 ) -> Error {
-    if guard.request.fair.is_some() {
-        guard
-            .request
-            .leave_queue(&cluster.nodes, QueueOp::Leave)
-            .await;
-    }
     let req = &guard.request;
-    if req.kind == Kind::Write {
-        // A writer that gives up takes its mark away: the readers it held back may go.
-        release_on(
-            &cluster.nodes,
-            req.kind,
-            req.quorum,
-            &req.keys,
-            &req.token,
-            true,
-        )
-        .await;
+    if req.fair.is_some() || req.kind == Kind::Write {
+        // A failed round already rolled its keys back; a queue entry or a writer's mark (which
+        // holds readers back) is still there.
+        req.abandon(&cluster.nodes).await;
     }
     guard.armed = false;
     count_failure(cluster, started, err)
@@ -994,6 +981,25 @@ impl AcquireRequest {
         })
     }
 
+    /// Takes off `nodes` all an acquire that ends without a grant may have left there: a fair
+    /// waiter's queue entries and keys, a writer's key and mark (readers held back by it may
+    /// go), or any key a round set.
+    pub(crate) async fn abandon(&self, nodes: &[Arc<Node>]) {
+        if self.fair.is_some() {
+            return self.leave_queue(nodes, QueueOp::Leave).await;
+        }
+        let announce = self.kind == Kind::Write;
+        release_on(
+            nodes,
+            self.kind,
+            self.quorum,
+            &self.keys,
+            &self.token,
+            announce,
+        )
+        .await;
+    }
+
     /// Sends a [`QueueOp`] of this request's queue entries to `nodes` and waits for the round.
     pub(crate) async fn leave_queue(&self, nodes: &[Arc<Node>], mode: QueueOp) {
         let Some(fair) = &self.fair else { return };
@@ -1033,20 +1039,7 @@ impl Drop for CancelGuard {
         // handed to the runtime; commands on each connection stay ordered after the acquire.
         let (cluster, req) = (self.cluster.clone(), self.request.clone());
         self.cluster.rt.spawn(async move {
-            if req.fair.is_some() {
-                req.leave_queue(&cluster.nodes, QueueOp::Leave).await;
-                return;
-            }
-            // A cancelled writer's mark goes too (a rollback keeps it: the writer still waits).
-            release_on(
-                &cluster.nodes,
-                req.kind,
-                req.quorum,
-                &req.keys,
-                &req.token,
-                req.kind == Kind::Write,
-            )
-            .await;
+            req.abandon(&cluster.nodes).await;
         });
     }
 }
