@@ -73,7 +73,7 @@ fn boolean(name: &str, v: &Bound<'_, PyAny>) -> PyResult<bool> {
     v.extract()
 }
 
-fn text(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn text(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     if !v.is_instance_of::<PyString>() {
         return Err(error::wrong_type(name, "a str", v));
     }

@@ -96,6 +96,11 @@ pub(crate) fn forked(py: Python<'_>, what: &str, owner: u32) -> PyErr {
          through fork); a child must acquire its own lock",
         crate::runtime::pid()
     );
+    forked_with(py, message)
+}
+
+/// `ForkedLockError` with `message` (an object other than a lock, inherited through `fork`).
+pub(crate) fn forked_with(py: Python<'_>, message: String) -> PyErr {
     exceptions(py)
         .and_then(|m| m.getattr("ForkedLockError"))
         .and_then(|cls| cls.call1((message,)))

@@ -3,6 +3,7 @@
 //! or errors (`error`) are converted back.
 
 mod convert;
+mod election;
 mod error;
 mod lock;
 mod manager;
@@ -24,6 +25,17 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::LostFlag>()?;
     m.add_class::<lock::AsyncLostFlag>()?;
     m.add_class::<lock::KeepAlive>()?;
+    m.add_class::<election::ElectionBase>()?;
+    m.add_class::<election::Election>()?;
+    m.add_class::<election::AsyncElection>()?;
+    m.add_class::<election::AsyncCampaign>()?;
+    m.add_class::<election::LeadershipBase>()?;
+    m.add_class::<election::Leadership>()?;
+    m.add_class::<election::AsyncLeadership>()?;
+    m.add_class::<election::Leader>()?;
+    m.add_class::<election::Observer>()?;
+    m.add_class::<election::AsyncObserver>()?;
+    m.add("MAX_ELECTION_VALUE_LEN", ironlock::MAX_ELECTION_VALUE_LEN)?;
     m.add_function(wrap_pyfunction!(runtime::drain_requests, m)?)?;
     // Not a module attribute: only `atexit` holds it.
     let drain = wrap_pyfunction!(runtime::drain_at_exit, m)?;

@@ -75,6 +75,25 @@ pub(crate) struct LostState {
 }
 
 impl LostState {
+    /// A flag set the moment `lock` is reported lost (a failed extension, or the validity
+    /// deadline passing), by a runtime task that ends when the lock is lost or released.
+    pub(crate) fn watch(lock: ironlock::Lock) -> Arc<LostState> {
+        let st = Arc::new(LostState {
+            set: Mutex::new(false),
+            cv: Condvar::new(),
+            notify: tokio::sync::Notify::new(),
+            pid: runtime::pid(),
+        });
+        let flag = st.clone();
+        runtime::handle().spawn(async move {
+            lock.lost().await;
+            if lock.is_lost() {
+                flag.set();
+            }
+        });
+        st
+    }
+
     fn is_set(&self) -> bool {
         *lock_ignoring_poison(&self.set)
     }
@@ -113,23 +132,7 @@ impl Held {
             return Ok(st.clone());
         }
         let lock = self.here(py, "watch")?;
-        let st = self.lost.get_or_init(|| {
-            let st = Arc::new(LostState {
-                set: Mutex::new(false),
-                cv: Condvar::new(),
-                notify: tokio::sync::Notify::new(),
-                pid: runtime::pid(),
-            });
-            let flag = st.clone();
-            runtime::handle().spawn(async move {
-                lock.lost().await;
-                if lock.is_lost() {
-                    flag.set();
-                }
-            });
-            st
-        });
-        Ok(st.clone())
+        Ok(self.lost.get_or_init(|| LostState::watch(lock)).clone())
     }
 }
 
@@ -355,6 +358,12 @@ pub struct LostFlag {
     st: Arc<LostState>,
 }
 
+impl LostFlag {
+    pub(crate) fn new(st: Arc<LostState>) -> Self {
+        LostFlag { st }
+    }
+}
+
 #[pymethods]
 impl LostFlag {
     /// True once the lock is known lost.
@@ -396,6 +405,12 @@ impl LostFlag {
 #[pyclass(frozen, module = "ironlock._native")]
 pub struct AsyncLostFlag {
     st: Arc<LostState>,
+}
+
+impl AsyncLostFlag {
+    pub(crate) fn new(st: Arc<LostState>) -> Self {
+        AsyncLostFlag { st }
+    }
 }
 
 #[pymethods]

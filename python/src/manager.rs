@@ -13,7 +13,7 @@ use crate::runtime::{self, ProcessLocal, lock_ignoring_poison};
 
 /// The settings and, per process, the core manager built from them. After a `fork` the child
 /// builds its own core manager (own connections on its own runtime) on first use.
-struct Core {
+pub(crate) struct Core {
     config: Config,
     current: Mutex<Option<ProcessLocal<ironlock::LockManager>>>,
     closed: std::sync::atomic::AtomicBool,
@@ -27,7 +27,7 @@ impl Core {
     }
 
     /// The core manager of this process.
-    async fn manager(self: Arc<Self>) -> ironlock::Result<ironlock::LockManager> {
+    pub(crate) async fn manager(self: Arc<Self>) -> ironlock::Result<ironlock::LockManager> {
         if let Some(m) = self.cached() {
             return Ok(m);
         }
@@ -41,6 +41,11 @@ impl Core {
         }
         *slot = Some(ProcessLocal::new(built.clone()));
         Ok(built)
+    }
+
+    /// True once `close()` ran.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn close(&self) {
@@ -429,6 +434,18 @@ impl LockManager {
         runtime::block_on(py, call.run(core, Flavor::Blocking))?.into_py_lock(py)
     }
 
+    /// The leader election `name`: `campaign()` waits in line until this candidate leads,
+    /// `leader()` says who leads, `observe()` follows the changes. Its key is the lock key of
+    /// `name` (a plain lock of the same name excludes every candidate). Raises
+    /// `InvalidArgumentError` for an empty name.
+    fn election(
+        slf: PyRef<'_, Self>,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<crate::election::Election>> {
+        crate::election::new_election(py, slf.as_super().core.clone(), name)
+    }
+
     /// Deletes `resources` wherever they still hold `token` (a lock taken elsewhere).
     fn release_token(
         slf: PyRef<'_, Self>,
@@ -565,6 +582,17 @@ impl AsyncLockManager {
         let call = AcquireCall::parse_rw(resource, ironlock::Access::Write, ttl, how)?;
         let core = slf.as_super().core.clone();
         runtime::awaitable(py, call.run(core, Flavor::Async))
+    }
+
+    /// The leader election `name`, with coroutines: `await election.campaign(...)` (or
+    /// `async with election.campaign(...) as me:`), `await election.leader()`, `async for
+    /// leader in election.observe():`. Raises `InvalidArgumentError` for an empty name.
+    fn election(
+        slf: PyRef<'_, Self>,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<crate::election::AsyncElection>> {
+        crate::election::new_async_election(py, slf.as_super().core.clone(), name)
     }
 
     /// Deletes `resources` wherever they still hold `token` (a lock taken elsewhere).

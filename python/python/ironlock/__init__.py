@@ -15,6 +15,9 @@ Nodes that have been up for a minute, as in production, are unaffected. For test
 pass ``restart_quarantine=False`` (ironlock reads no environment variable for it; the examples
 use ``IRONLOCK_QUARANTINE=off`` as their own switch).
 
+Leader election: ``manager.election("scheduler")`` gives ``campaign()`` (wait in line until
+leading; the leadership's ``term`` grows with every new leader), ``leader()`` and ``observe()``.
+
 Blocking calls release the GIL and honour Ctrl-C; ``AsyncLockManager`` offers the same as
 coroutines. The package README (the PyPI page) has the rules on threads, fork and errors.
 """
@@ -28,6 +31,19 @@ from typing import Any, Callable, Optional, TypeVar
 import multiprocessing.util as _mp_util
 
 from ._native import AsyncLock, AsyncLostFlag, KeepAlive, Lock, LockBase, LostFlag
+from ._native import (
+    MAX_ELECTION_VALUE_LEN,
+    AsyncCampaign,
+    AsyncElection,
+    AsyncLeadership,
+    AsyncObserver,
+    Election,
+    ElectionBase,
+    Leader,
+    Leadership,
+    LeadershipBase,
+    Observer,
+)
 from ._native import __version__, drain_requests as _drain_requests
 from ._sync import (
     DistributedLock,
@@ -76,6 +92,17 @@ __all__ = [
     "LostFlag",
     "AsyncLostFlag",
     "KeepAlive",
+    "Election",
+    "AsyncElection",
+    "ElectionBase",
+    "AsyncCampaign",
+    "Leadership",
+    "AsyncLeadership",
+    "LeadershipBase",
+    "Leader",
+    "Observer",
+    "AsyncObserver",
+    "MAX_ELECTION_VALUE_LEN",
     "synchronize",
     "NodeReport",
     "IronlockError",

@@ -6,6 +6,7 @@ from typing import (
     Any,
     Awaitable,
     Dict,
+    Generator,
     List,
     Literal,
     Mapping,
@@ -56,15 +57,26 @@ _Node = Union[str, _SentinelNode, _ClusterNode, Mapping[str, Any], Any]
 _Nodes = Union[None, str, Sequence[_Node]]
 
 __all__ = [
+    "AsyncCampaign",
+    "AsyncElection",
+    "AsyncLeadership",
     "AsyncLock",
     "AsyncLockManager",
     "AsyncLostFlag",
+    "AsyncObserver",
+    "Election",
+    "ElectionBase",
     "KeepAlive",
+    "Leader",
+    "Leadership",
+    "LeadershipBase",
     "Lock",
     "LockBase",
     "LockManager",
     "ManagerBase",
     "LostFlag",
+    "MAX_ELECTION_VALUE_LEN",
+    "Observer",
     "SETTINGS",
     "__version__",
     "drain_requests",
@@ -72,6 +84,8 @@ __all__ = [
 
 __version__: str
 SETTINGS: List[str]
+#: The longest value a candidate may advertise, in bytes (UTF-8).
+MAX_ELECTION_VALUE_LEN: int
 
 def drain_requests() -> None: ...
 
@@ -163,6 +177,7 @@ class LockManager(ManagerBase):
     ) -> Lock: ...
     def release_token(self, resources: _Resources, token: str) -> bool: ...
     def inspect(self, resource: str) -> List[Dict[str, Any]]: ...
+    def election(self, name: str) -> Election: ...
 
 class AsyncLockManager(ManagerBase):
     def __new__(
@@ -240,6 +255,7 @@ class AsyncLockManager(ManagerBase):
     ) -> Awaitable[AsyncLock]: ...
     def release_token(self, resources: _Resources, token: str) -> Awaitable[bool]: ...
     def inspect(self, resource: str) -> Awaitable[List[Dict[str, Any]]]: ...
+    def election(self, name: str) -> AsyncElection: ...
 
 @disjoint_base
 class LockBase:
@@ -310,3 +326,127 @@ class KeepAlive:
         v: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> bool: ...
+
+@disjoint_base
+class ElectionBase:
+    @property
+    def name(self) -> str: ...
+
+@final
+class Election(ElectionBase):
+    def campaign(
+        self, value: str = "", ttl: _Seconds = 30.0, *, wait: Optional[_Seconds] = None
+    ) -> Leadership: ...
+    def leader(self) -> Optional[Leader]: ...
+    def observe(self) -> Observer: ...
+
+@final
+class AsyncElection(ElectionBase):
+    def campaign(
+        self, value: str = "", ttl: _Seconds = 30.0, *, wait: Optional[_Seconds] = None
+    ) -> AsyncCampaign: ...
+    def leader(self) -> Awaitable[Optional[Leader]]: ...
+    def observe(self) -> AsyncObserver: ...
+
+@final
+class AsyncCampaign:
+    def __await__(self) -> Generator[Any, Any, AsyncLeadership]: ...
+    def __aenter__(self) -> Awaitable[AsyncLeadership]: ...
+    def __aexit__(
+        self,
+        t: Optional[Type[BaseException]],
+        v: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...
+
+@disjoint_base
+class LeadershipBase:
+    @property
+    def name(self) -> str: ...
+    @property
+    def term(self) -> int: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def token(self) -> str: ...
+    @property
+    def validity(self) -> float: ...
+    @property
+    def ttl(self) -> float: ...
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def is_lost(self) -> bool: ...
+    @property
+    def resigned(self) -> bool: ...
+    @property
+    def pid(self) -> int: ...
+
+@final
+class Leadership(LeadershipBase):
+    def proclaim(self, value: str) -> None: ...
+    def resign(self) -> bool: ...
+    @property
+    def lost(self) -> LostFlag: ...
+    def __enter__(self) -> Leadership: ...
+    def __exit__(
+        self,
+        t: Optional[Type[BaseException]],
+        v: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+@final
+class AsyncLeadership(LeadershipBase):
+    def proclaim(self, value: str) -> Awaitable[None]: ...
+    def resign(self) -> Awaitable[bool]: ...
+    @property
+    def lost(self) -> AsyncLostFlag: ...
+    def __aenter__(self) -> Awaitable[AsyncLeadership]: ...
+    def __aexit__(
+        self,
+        t: Optional[Type[BaseException]],
+        v: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...
+
+@final
+class Leader:
+    @property
+    def value(self) -> str: ...
+    @property
+    def term(self) -> int: ...
+    @property
+    def token(self) -> str: ...
+    @property
+    def validity(self) -> float: ...
+
+@final
+class Observer:
+    def __iter__(self) -> Observer: ...
+    def __next__(self) -> Optional[Leader]: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> Observer: ...
+    def __exit__(
+        self,
+        t: Optional[Type[BaseException]],
+        v: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+@final
+class AsyncObserver:
+    def __aiter__(self) -> AsyncObserver: ...
+    def __anext__(self) -> Awaitable[Optional[Leader]]: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    def __aenter__(self) -> Awaitable[AsyncObserver]: ...
+    def __aexit__(
+        self,
+        t: Optional[Type[BaseException]],
+        v: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...
