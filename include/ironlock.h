@@ -787,11 +787,12 @@ void ironlock_observer_free(struct ironlock_observer *observer);
  *
  * Woken by the grants, proclaims and resignations as they are announced, and polling as the
  * fallback (a leader that expired); reads that fail meanwhile (too few nodes) are retried, not
- * returned. Returns IRONLOCK_UNAVAILABLE once the observer's manager has been closed (the
- * stream has ended; the C API itself has no close: freeing the manager does not end it),
- * IRONLOCK_INVALID_ARGUMENT for a NULL `observer`, `changed` or `out`, or while another thread
- * is inside `ironlock_observer_next` on the same observer. Blocks the calling thread; writes
- * `*changed` and `*out` only on success. Added after the 0.1.0 ABI.
+ * returned. So the stream has no end of its own: freeing the manager does not end it (the C
+ * API has no close; IRONLOCK_UNAVAILABLE would mean the core's manager was closed). Stop
+ * calling and free the observer instead; a finite timeout lets a thread check a stop flag.
+ * Returns IRONLOCK_INVALID_ARGUMENT for a NULL `observer`, `changed` or `out`, or while another
+ * thread is inside `ironlock_observer_next` on the same observer. Blocks the calling thread;
+ * writes `*changed` and `*out` only on success. Added after the 0.1.0 ABI.
  *
  * # Safety
  * `observer` is NULL or a live observer; `changed` and `out` are NULL or writable.
