@@ -17,6 +17,77 @@ export declare class CancelToken {
   cancel(): void
 }
 
+/** The leader election `name` of a manager (`NativeManager#election`). */
+export declare class NativeElection {
+  /** The election's name, as given. */
+  get name(): string
+  /**
+   * Waits in line until this candidate leads (at most `waitMs` when given: then CONTENDED),
+   * and settles `id` with a `NativeLeadership`, kept alive in the background; ABORTED when
+   * `cancel` fires first (the candidate leaves the line on every node). Throws at once for
+   * an invalid duration.
+   */
+  campaign(id: number, value: string, ttlMs: number, waitMs?: number | undefined | null, cancel?: CancelToken | undefined | null): void
+  /**
+   * Who leads now, read from every node (a quorum must answer, else UNAVAILABLE): null when
+   * nobody does.
+   */
+  leader(): Promise<NativeLeader | null>
+  /**
+   * A stream of the changes of leader (`NativeObserver#next`), starting with the current
+   * one; it ends when stopped or when the manager is closed.
+   */
+  observe(): NativeObserver
+}
+
+/**
+ * A leadership granted by a campaign, extended in the background until resigned or lost (or
+ * until this object is finalized: a leader nobody can reach any more stops extending, and the
+ * next candidate leads once its key expires).
+ */
+export declare class NativeLeadership {
+  /** The election's name. */
+  get election(): string
+  /**
+   * The term: the fencing token of this leadership's grant, larger than every earlier
+   * leader's.
+   */
+  get term(): bigint
+  /** The value this leader advertises (as last proclaimed). */
+  get value(): string
+  /** The leadership's token (its lock token, as `NativeLeader#token` shows it). */
+  get token(): string
+  /**
+   * Remaining validity in whole milliseconds: it ends a tenth of the ttl (at most a second)
+   * before the lock's own; 0 once lost or resigned.
+   */
+  get validityMs(): number
+  /** True while this candidate leads (not lost, resigned or run out). */
+  isLeader(): boolean
+  /** True once the leadership is known lost. */
+  isLost(): boolean
+  /** The per-node report of the last operation on the leadership's lock, as the core's JSON. */
+  get reportJson(): string
+  /**
+   * Advertises `value`, only while still leader; settles `id` with `undefined`, or LOST
+   * (no longer the leader), UNAVAILABLE (too few nodes answered), INVALID_ARGUMENT (`value`
+   * too long).
+   */
+  proclaim(id: number, value: string): void
+  /**
+   * Steps down: stops the extensions, deletes the election's key and leader record where
+   * they still hold this leadership (waking the next candidate) and settles `id` as a
+   * lock's `release` does. Never fails for a lost leadership.
+   */
+  resign(id: number): void
+  /**
+   * Resolves with `true` when the leadership is lost (a tenth of its ttl, at most a second,
+   * before its validity ends, so before another candidate can lead), or with `false` once it
+   * was resigned. Stops waiting when the environment exits.
+   */
+  waitLost(): Promise<boolean>
+}
+
 /** A lock granted by a quorum. Dropping it does not release it. */
 export declare class NativeLock {
   /** The resource names, as given. */
@@ -112,6 +183,11 @@ export declare class NativeManager {
    * connected and why, when fewer than a quorum are (`LockManager.connect`).
    */
   ready(requireQuorum?: boolean | undefined | null): Promise<void>
+  /**
+   * The leader election `name` of this manager's nodes. Throws INVALID_ARGUMENT at once for
+   * a bad name (`name: …`).
+   */
+  election(name: string): NativeElection
   /** The node URLs, passwords replaced by `***`. */
   get nodes(): Array<string>
   /** Q = floor(N / 2) + 1, as the core computes it. */
@@ -136,6 +212,21 @@ export declare class NativeManager {
    * reject with UNAVAILABLE. Locks already granted are not released.
    */
   close(): Promise<void>
+}
+
+/** The changes of leader of an election, in order (`NativeElection#observe`). */
+export declare class NativeObserver {
+  /**
+   * The next leader different from the last one delivered (the first call: the current
+   * one; `leader` null when nobody leads), or `end` once `stop()` was called or the manager
+   * closed. Leaders follow each other in increasing terms. Calls are served in order.
+   */
+  next(): Promise<LeaderChange>
+  /**
+   * Ends the stream: a pending `next` resolves with `end`, and the core observer (its
+   * subscription to the nodes' announcements) is dropped. Idempotent.
+   */
+  stop(): void
 }
 
 /** Options of one acquire. */
@@ -183,6 +274,29 @@ export declare function debugPanic(inTask: boolean): Promise<void>
  * sleeps until the last request ends: nothing polls.
  */
 export declare function drain(limitMs: number): Promise<boolean>
+
+/**
+ * One step of an observer: the next leader (`leader`, null when nobody leads), or the end of
+ * the stream (`end`: the observer was stopped or the manager closed).
+ */
+export interface LeaderChange {
+  /** True once the stream has ended (then `leader` is null). */
+  end: boolean
+  /** The new leader; null when nobody leads. */
+  leader?: NativeLeader
+}
+
+/** Who leads an election, from a quorum read. */
+export interface NativeLeader {
+  /** The value the leader advertises, as last proclaimed. */
+  value: string
+  /** The leader's term: the fencing token of its grant (every later leader's is larger). */
+  term: bigint
+  /** The leader's token (its lock token). */
+  token: string
+  /** How long the leadership stays valid at most, in whole milliseconds. */
+  validityMs: number
+}
 
 /** One sentinel or seed node: a host (or `host:port` without `port`) and a port. */
 export interface NodeAddress {

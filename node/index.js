@@ -836,8 +836,11 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.CancelToken = nativeBinding.CancelToken
+module.exports.NativeElection = nativeBinding.NativeElection
+module.exports.NativeLeadership = nativeBinding.NativeLeadership
 module.exports.NativeLock = nativeBinding.NativeLock
 module.exports.NativeManager = nativeBinding.NativeManager
+module.exports.NativeObserver = nativeBinding.NativeObserver
 module.exports.agreeSentinelLogin = nativeBinding.agreeSentinelLogin
 module.exports.coreVersion = nativeBinding.coreVersion
 module.exports.debugPanic = nativeBinding.debugPanic

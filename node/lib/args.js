@@ -196,6 +196,31 @@ function acquireOptions(v, more = {}) {
   return { options: out, signal }
 }
 
+/**
+ * Options of an election call, type-checked: only `names` are accepted (`wait`: a number of
+ * milliseconds, `signal`: an AbortSignal); `what` names the call in the message of an unknown one.
+ */
+function electionOptions(v, names, what) {
+  const out = {}
+  for (const [key, value] of Object.entries(plainObject('options', v))) {
+    if (value === undefined) continue
+    if (!names.includes(key)) {
+      throw invalid(
+        `options.${cut(key)}: unknown ${what} option${hint(key, names)} (${what} options are ${names.join(', ')})`,
+      )
+    }
+    if (key === 'signal') {
+      if (!(value instanceof AbortSignal)) {
+        throw invalid(`options.signal: expected an AbortSignal, got ${describe(value)}`)
+      }
+      out.signal = value
+    } else {
+      out[key] = number(`options.${key}`, value)
+    }
+  }
+  return out
+}
+
 function func(name, v) {
   if (typeof v !== 'function') throw invalid(`${name}: expected a function, got ${describe(v)}`)
   return v
@@ -211,6 +236,7 @@ module.exports = {
   count,
   settings,
   acquireOptions,
+  electionOptions,
   string,
   func,
   describe,

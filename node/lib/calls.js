@@ -5,6 +5,7 @@
 // a native Promise per call. `pending` maps ids to their settle functions.
 
 const native = require('../index.js')
+const { decode } = require('./errors.js')
 
 const pending = new Map()
 let nextId = 0
@@ -72,4 +73,29 @@ function abortReason(signal) {
   return signal.reason ?? new DOMException('This operation was aborted', 'AbortError')
 }
 
-module.exports = { complete, start, abortReason }
+/**
+ * `start` for a call that `signal` can cancel (an acquire, a campaign): `begin(id, token)` gets a
+ * native `CancelToken` that the signal's `abort` cancels. Rejects with `signal.reason` when it is
+ * aborted before or while the call waits (the native layer settles it ABORTED then).
+ */
+function startCancellable(signal, begin, ok, fail) {
+  if (signal.aborted) return Promise.reject(abortReason(signal))
+  const token = new native.CancelToken()
+  const onAbort = () => token.cancel()
+  signal.addEventListener('abort', onAbort, { once: true })
+  return start(
+    (id) => begin(id, token),
+    (v, report) => {
+      signal.removeEventListener('abort', onAbort)
+      return ok(v, report)
+    },
+    (envelope) => {
+      signal.removeEventListener('abort', onAbort)
+      const text = typeof envelope === 'string' ? envelope : envelope?.message
+      if (signal.aborted && decode(text)?.code === 'ABORTED') return abortReason(signal)
+      return fail(envelope)
+    },
+  )
+}
+
+module.exports = { complete, start, startCancellable, abortReason }

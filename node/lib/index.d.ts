@@ -480,6 +480,12 @@ export declare class LockManager extends EventEmitter {
    * readers. Throws InvalidArgumentError at once when `resource` is not a string.
    */
   rwLock(resource: string): RwLock
+  /**
+   * The leader election `name`: `campaign` waits in line until this candidate leads (in the
+   * order candidates queued), `leader()` reads who leads, `observe()` follows every change of
+   * leader. Throws InvalidArgumentError at once for a bad name (`name: …`).
+   */
+  election(name: string): Election
   /** Releases `lock` (node-redlock's `redlock.release(lock)`). */
   release(lock: Lock): Promise<ReleaseResult>
   /** Extends `lock` to `durationMs` from now; resolves to the lock. */
@@ -608,6 +614,175 @@ export interface RwLock {
    * are refused with InvalidArgumentError (`fair: …`, `min_hold: …`).
    */
   write(durationMs: number, options?: AcquireOptions): Promise<Lock>
+}
+
+/**
+ * Who leads an election (`election.leader()`, `election.observe()`): a plain frozen object.
+ */
+export interface Leader {
+  /** The value the leader advertises (its address, say), as it last proclaimed it. */
+  readonly value: string
+  /**
+   * The leader's term: the fencing token of its grant. Every later leader's term is larger, so
+   * a write carrying a smaller term than one already seen comes from a deposed leader.
+   */
+  readonly term: bigint
+  /** The leader's token (its `leadership.token`). */
+  readonly token: string
+  /**
+   * How long the leadership stays valid at most, in milliseconds, as the majority of nodes that
+   * hold it see it (less the read's own duration).
+   */
+  readonly validityMs: number
+}
+
+/** Options of `election.campaign`. */
+export interface CampaignOptions {
+  /**
+   * Give up after this many milliseconds in line (rejects with LockContendedError; the candidate
+   * leaves the line on every node). Unset: wait as long as it takes.
+   */
+  wait?: number
+  /**
+   * Cancels the campaign: the candidate leaves the line on every node, and the promise rejects
+   * with `signal.reason`.
+   */
+  signal?: AbortSignalLike
+}
+
+/** Options of `election.observe`. */
+export interface ObserveOptions {
+  /** Ends the iteration when aborted (the loop finishes; nothing is thrown). */
+  signal?: AbortSignalLike
+}
+
+/**
+ * The leader election `name` of a manager (`manager.election(name)`). Candidates wait in line
+ * and lead one at a time, in the order they queued; a candidate learns it leads only once a
+ * majority of nodes granted it. Its key is the lock key of `name`: a plain lock of that name
+ * excludes every candidate.
+ */
+export declare class Election {
+  /** Elections come only from `manager.election(name)`. */
+  private constructor()
+  /** The election's name, as given. */
+  readonly name: string
+  /** The manager the election runs on. */
+  readonly manager: LockManager
+  /**
+   * Waits in line until this candidate leads, then resolves to its Leadership, extended in the
+   * background `durationMs` at a time until it is resigned or lost. Candidates are served in the
+   * order they queued; the leadership is granted only once a majority of nodes granted it, with
+   * `value` (at most 65536 bytes of UTF-8) and its term written on them. Rejects with
+   * LockContendedError after `options.wait`, with `signal.reason` when `options.signal` aborts
+   * (either way the candidate leaves the line on every node), with InvalidArgumentError naming
+   * the argument (`value: …`, `durationMs: …`, `options.wait: …`) on bad input.
+   */
+  campaign(value: string, durationMs: number, options?: CampaignOptions): Promise<Leadership>
+  /**
+   * Who leads now, read from every node: the token a majority of nodes hold under the
+   * election's key, with its value and term; null when nobody leads. Rejects with
+   * QuorumUnavailableError when fewer than a majority of nodes answer.
+   */
+  leader(): Promise<Leader | null>
+  /**
+   * Every change of leader, in order: first who leads now (null: nobody), then each new leader
+   * or new value (terms only grow), or null when nobody leads any more. A change undone before a
+   * read sees it (a candidate that led and resigned between two reads) is not delivered. The
+   * iteration finishes when the manager is closed, when `options.signal` aborts, or when the loop
+   * is left early (`break`), which stops the watch on the nodes.
+   */
+  observe(options?: ObserveOptions): LeaderChanges
+  /** `Election("name")`. */
+  toString(): string
+}
+
+/**
+ * The changes of leader of an election (`election.observe()`), for `for await`. Leaving the loop
+ * (or `return()`) stops it; a stopped iterator keeps nothing running.
+ */
+export interface LeaderChanges extends AsyncIterableIterator<Leader | null> {
+  /** The next leader (null: nobody leads); `done` once the manager is closed or it is stopped. */
+  next(): Promise<IteratorResult<Leader | null, undefined>>
+  /** Stops the iteration (what `break` calls); a pending `next()` then finishes too. */
+  return(): Promise<IteratorReturnResult<undefined>>
+  /** The iterator itself. */
+  [Symbol.asyncIterator](): LeaderChanges
+  /** `await using changes = election.observe()` stops it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * This candidate's leadership (`election.campaign`), extended in the background until resigned
+ * or lost. Keep a reference while leading: a leadership that is garbage-collected stops being
+ * extended, and the next candidate leads once it expires (at most a ttl later), as when a
+ * leader's process dies.
+ */
+export declare class Leadership {
+  /** Leaderships come only from `election.campaign`. */
+  private constructor()
+  /** The election this leadership is of. */
+  readonly election: Election
+  /**
+   * The term: the fencing token of this leadership's grant, larger than every earlier leader's.
+   * Pass it to whatever the leader writes to, so that a deposed leader's late writes (with a
+   * smaller term) can be refused.
+   */
+  readonly term: bigint
+  /** The value this leader advertises, as last proclaimed. */
+  readonly value: string
+  /** The leadership's token (`leader().token` while this candidate leads). */
+  readonly token: string
+  /**
+   * Remaining validity in milliseconds (monotonic clock). It ends a tenth of the duration (at
+   * most a second) before the nodes' keys expire, so that a leader hears of its loss before
+   * another candidate can lead; 0 once lost or resigned.
+   */
+  readonly validityMs: number
+  /** True while this candidate leads (not lost, resigned or run out). */
+  isLeader(): boolean
+  /** True once the leadership is known lost. */
+  isLost(): boolean
+  /**
+   * Resolves with `true` when the leadership is lost: when its extensions stop reaching a
+   * majority, it counts as lost a tenth of its duration (at most a second) before its validity
+   * would end, so before another candidate can be granted the election. Resolves with `false`
+   * once resigned. The same Promise on every read; pending, it keeps the process running.
+   */
+  readonly lost: Promise<boolean>
+  /**
+   * Advertises a new `value`, only while still leader: rejects with LockLostError when no longer
+   * the leader, QuorumUnavailableError when fewer than a majority of nodes wrote it.
+   */
+  proclaim(value: string): Promise<void>
+  /**
+   * Steps down at once: stops the extensions and deletes the election's key where it still
+   * holds this leadership, which wakes the next candidate in line. Never rejects for a lost
+   * leadership (`held` says whether a majority still held it).
+   */
+  resign(): Promise<ReleaseResult>
+  /** `await using me = await election.campaign(…)` resigns at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>
+  /** `Leadership("name", term 7)`. */
+  toString(): string
+  /** `JSON.stringify(leadership)`: its election, value, term (a decimal string), token, validity and loss. */
+  toJSON(): LeadershipJSON
+}
+
+/** `JSON.stringify(leadership)`'s object. */
+export interface LeadershipJSON {
+  /** The election's name. */
+  election: string
+  /** The advertised value. */
+  value: string
+  /** The term as a decimal string (JSON has no bigint). */
+  term: string
+  /** The leadership's token. */
+  token: string
+  /** Remaining validity in milliseconds when serialized. */
+  validityMs: number
+  /** Known lost when serialized. */
+  lost: boolean
 }
 
 /**

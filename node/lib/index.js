@@ -8,12 +8,15 @@ const native = require('../binding.js') // index.js, with a message naming the m
 const errors = require('./errors.js')
 const { Lock } = require('./lock.js')
 const { LockManager } = require('./manager.js')
+const { Election, Leadership } = require('./election.js')
 const { Redlock } = require('./redlock.js')
 
 module.exports = {
   LockManager,
   Redlock,
   Lock,
+  Election,
+  Leadership,
   IronlockError: errors.IronlockError,
   ExecutionError: errors.ExecutionError,
   LockContendedError: errors.LockContendedError,

@@ -6,6 +6,8 @@ export const {
   LockManager,
   Redlock,
   Lock,
+  Election,
+  Leadership,
   IronlockError,
   ExecutionError,
   LockContendedError,

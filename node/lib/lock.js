@@ -350,4 +350,4 @@ async function runUsing(lock, routine, userSignal, abortReason) {
   return out
 }
 
-module.exports = { Lock, runUsing }
+module.exports = { Lock, Released, runUsing }

@@ -9,8 +9,9 @@ const native = require('../index.js')
 const errors = require('./errors.js')
 const args = require('./args.js')
 const { resolveNodes, applyLogins } = require('./nodes.js')
-const { complete, start, abortReason } = require('./calls.js')
+const { complete, start, startCancellable, abortReason } = require('./calls.js')
 const { Lock, runUsing } = require('./lock.js')
+const { Election } = require('./election.js')
 
 const { fromNative } = errors
 const kNative = Symbol('ironlock.native')
@@ -65,23 +66,7 @@ function acquire(manager, n, resources, durationMs, options, signal, limit, acce
         ? n.acquireRw(id, resources[0], access, durationMs, options, token)
         : n.acquire(id, resources, durationMs, options, token)
   if (!signal) return start((id) => call(id), ok, fail)
-  if (signal.aborted) return Promise.reject(abortReason(signal))
-  const token = new native.CancelToken()
-  const onAbort = () => token.cancel()
-  signal.addEventListener('abort', onAbort, { once: true })
-  return start(
-    (id) => call(id, token),
-    (v) => {
-      signal.removeEventListener('abort', onAbort)
-      return ok(v)
-    },
-    (envelope) => {
-      signal.removeEventListener('abort', onAbort)
-      const text = typeof envelope === 'string' ? envelope : envelope?.message
-      if (signal.aborted && errors.decode(text)?.code === 'ABORTED') return abortReason(signal)
-      return fail(envelope)
-    },
-  )
+  return startCancellable(signal, call, ok, fail)
 }
 
 function isEmpty(o) {
@@ -252,6 +237,24 @@ class LockManager extends EventEmitter {
   rwLock(resource) {
     args.resource('resource', resource)
     return new RwLock(this, resource)
+  }
+
+  /**
+   * The leader election `name`: `election.campaign(value, durationMs, options)` waits in line
+   * until this candidate leads (candidates lead in the order they queued), `election.leader()`
+   * reads who leads, `election.observe()` follows every change of leader. Its key is the lock key
+   * of `name` (a plain lock of that name excludes every candidate). Throws InvalidArgumentError
+   * at once for a bad name.
+   */
+  election(name) {
+    args.resource('name', name)
+    let n
+    try {
+      n = this[kNative].election(name)
+    } catch (e) {
+      throw fromNative(e)
+    }
+    return new Election(n, { manager: this, voters: { nodes: STATE.get(this).nodes, resources: 1 } })
   }
 
   /** Releases `lock` (node-redlock's `redlock.release(lock)`). */

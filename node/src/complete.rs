@@ -1,5 +1,5 @@
-//! Settling the Promises of the hot calls (`acquire`, `release`, `extend`) through ONE
-//! threadsafe function per manager.
+//! Settling the Promises of the hot calls (`acquire`, `release`, `extend`, and an election's
+//! `campaign`, `proclaim` and `resign`) through ONE threadsafe function per manager.
 //!
 //! napi's `spawn_future` creates a threadsafe function (a libuv async handle) for every Promise
 //! and closes it after settling; for a lock+unlock cycle that is two handles opened and closed.
@@ -22,6 +22,7 @@ use napi::bindgen_prelude::{FnArgs, Function, Null, ToNapiValue, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Result, Status, sys};
 
+use crate::election::NativeLeadership;
 use crate::error::{panicked, to_napi};
 use crate::lock::NativeLock;
 use crate::runtime::start;
@@ -37,8 +38,10 @@ pub enum Done {
         deleted_on: u32,
         report: String,
     },
-    /// `extend`: `undefined`.
+    /// `extend` and `proclaim`: `undefined`.
     Unit,
+    /// `campaign`: a `NativeLeadership` instance.
+    Leadership(NativeLeadership),
 }
 
 impl Done {
@@ -55,6 +58,7 @@ impl Done {
                 Some(report),
             ),
             Done::Unit => (Value::Unit, None),
+            Done::Leadership(l) => (Value::Leadership(l), None),
         }
     }
 }
@@ -62,6 +66,7 @@ impl Done {
 /// `complete`'s third argument.
 pub enum Value {
     Lock(NativeLock),
+    Leadership(NativeLeadership),
     Number(f64),
     Unit,
 }
@@ -72,6 +77,7 @@ impl ToNapiValue for Value {
         unsafe {
             match val {
                 Value::Lock(lock) => NativeLock::to_napi_value(env, lock),
+                Value::Leadership(l) => NativeLeadership::to_napi_value(env, l),
                 Value::Number(n) => f64::to_napi_value(env, n),
                 Value::Unit => <()>::to_napi_value(env, ()),
             }

@@ -6,7 +6,8 @@
 //! the core's background tasks (reconnection, release notifications, auto-extension). The addon
 //! can be loaded by any number of environments (the main thread and worker threads),
 //! concurrently or one after another.
-//! `acquire`, `release` and `extend` settle through the manager's completion function
+//! `acquire`, `release` and `extend` (and an election's `campaign`, `proclaim` and `resign`)
+//! settle through the manager's completion function
 //! (`complete.rs`); the rarer calls return napi Promises. The thin JS layer in `lib/` owns the
 //! Promises of the hot calls and adds what napi cannot express: error subclasses, `AbortSignal`
 //! wiring and `Symbol.asyncDispose`.
@@ -14,6 +15,7 @@
 #![deny(clippy::all)]
 
 mod complete;
+mod election;
 mod error;
 mod lock;
 mod manager;
@@ -22,6 +24,7 @@ mod runtime;
 mod settings;
 mod uv;
 
+pub use election::{LeaderChange, NativeElection, NativeLeader, NativeLeadership, NativeObserver};
 pub use lock::NativeLock;
 
 pub use manager::{CancelToken, NativeManager, NodeHolder, NodePermit};

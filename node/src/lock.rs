@@ -37,7 +37,7 @@ impl NativeLock {
     }
 
     /// The outcome of a release: `deletedOn * 2 + held` and the report JSON (`complete.rs`).
-    fn released(r: ironlock::Released) -> Done {
+    pub(crate) fn released(r: ironlock::Released) -> Done {
         Done::Released {
             held: r.held,
             deleted_on: u32::try_from(r.deleted_on).unwrap_or(u32::MAX),

@@ -1,6 +1,7 @@
 //! `NativeManager`: the core `LockManager` behind a JS class, and the cancellation token that
 //! lets an `AbortSignal` stop a waiting acquire.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 
 use futures_util::future::{BoxFuture, FutureExt, Shared};
@@ -11,31 +12,39 @@ use napi_derive::napi;
 use tokio::sync::watch;
 
 use crate::complete::{CompleteArgs, Completer, Done};
+use crate::election::NativeElection;
 use crate::error::{aborted, boundary, in_call_words, in_node_words, invalid, to_napi};
 use crate::lock::NativeLock;
 use crate::runtime::{Closable, EnvScope, spawn, until_set};
 use crate::settings::{self, AcquireOptions, millis};
 
-type Connecting = Shared<BoxFuture<'static, ironlock::Result<LockManager>>>;
+pub(crate) type Connecting = Shared<BoxFuture<'static, ironlock::Result<LockManager>>>;
 
 /// The core manager (once connected), shared with the environment's cleanup hook. `close()`
 /// takes it out, so that its nodes, buffers and stats are freed at once rather than when V8
 /// collects the JS object (which, for a small object, can be thousands of managers later); the
 /// stats it had are kept for `stats()`.
-struct Core {
+pub(crate) struct Core {
     /// The manager and the function that settles its calls; both dropped by `close()`.
     manager: Mutex<Option<(Connecting, Completer)>>,
     last_stats: Mutex<Option<ironlock::Stats>>,
+    /// Turns `true` when `close()` takes the manager out (what ends an election's observers).
+    closed: watch::Sender<bool>,
 }
 
 impl Core {
     /// The manager, or UNAVAILABLE once it was closed.
-    fn get(&self) -> Result<Connecting> {
+    pub(crate) fn get(&self) -> Result<Connecting> {
         Ok(self.with_completer()?.0)
     }
 
+    /// A receiver that turns `true` once the manager is closed.
+    pub(crate) fn closed(&self) -> watch::Receiver<bool> {
+        self.closed.subscribe()
+    }
+
     /// The manager and its completion function, or UNAVAILABLE once it was closed.
-    fn with_completer(&self) -> Result<(Connecting, Completer)> {
+    pub(crate) fn with_completer(&self) -> Result<(Connecting, Completer)> {
         lock(&self.manager).clone().ok_or_else(|| {
             to_napi(ironlock::Error::new(
                 ironlock::ErrorKind::Unavailable,
@@ -47,6 +56,7 @@ impl Core {
     /// Takes the manager out (None when it was already closed), keeping its stats.
     fn take(&self) -> Option<Connecting> {
         let (taken, _completer) = lock(&self.manager).take()?;
+        self.closed.send_replace(true);
         if let Some(Ok(m)) = taken.peek() {
             *lock(&self.last_stats) = Some(m.stats());
         }
@@ -189,6 +199,7 @@ impl NativeManager {
             let core = Arc::new(Core {
                 manager: Mutex::new(Some((manager, completer))),
                 last_stats: Mutex::new(None),
+                closed: watch::channel(false).0,
             });
             scope.register(Arc::downgrade(&core) as Weak<dyn Closable>);
             // Only a hint to V8's collector: a manager is never refused for it.
@@ -285,6 +296,31 @@ enum Side {
     Rw(ironlock::Access),
 }
 
+/// Runs `work` (an acquire or a campaign, named `what`) until it finishes, `cancelled` fires
+/// (ABORTED; `work` is dropped, which takes back whatever it set on the nodes) or the JS
+/// environment exits (UNAVAILABLE, delivered to nobody: nothing is left to use a grant).
+pub(crate) async fn unless_cancelled<T>(
+    work: impl Future<Output = ironlock::Result<T>>,
+    cancelled: Option<watch::Receiver<bool>>,
+    exited: watch::Receiver<bool>,
+    what: &str,
+) -> Result<ironlock::Result<T>> {
+    let cancelled = async move {
+        match cancelled {
+            Some(rx) => until_set(rx).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = work => Ok(r),
+        () = cancelled => Err(aborted()),
+        () = until_set(exited) => Err(to_napi(ironlock::Error::new(
+            ironlock::ErrorKind::Unavailable,
+            format!("the JS environment that started the {what} exited"),
+        ))),
+    }
+}
+
 impl NativeManager {
     fn start_acquire(
         &self,
@@ -298,7 +334,7 @@ impl NativeManager {
         boundary(|| {
             let ttl = millis("durationMs", ttl_ms)?;
             let options = options.unwrap_or_default().into_core()?;
-            let cancelled = cancel.map(|c| c.tx.subscribe());
+            let cancelled = cancel.map(CancelToken::subscribe);
             let exited = self.scope.exited();
             let (manager, completer) = self.core.with_completer()?;
             let scope = Arc::clone(&self.scope);
@@ -320,23 +356,8 @@ impl NativeManager {
                         }
                     }
                 };
-                let cancelled = async move {
-                    match cancelled {
-                        Some(rx) => until_set(rx).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                let result = tokio::select! {
-                    r = acquire => r,
-                    () = cancelled => return Err(aborted()),
-                    () = until_set(exited) => {
-                        return Err(to_napi(ironlock::Error::new(
-                            ironlock::ErrorKind::Unavailable,
-                            "the JS environment that started the acquire exited",
-                        )));
-                    }
-                };
-                result
+                unless_cancelled(acquire, cancelled, exited, "acquire")
+                    .await?
                     .map(|lock| Done::Lock(NativeLock::new(lock, completer, scope)))
                     .map_err(|e| to_napi(in_call_words(e, "durationMs")))
             });
@@ -373,6 +394,13 @@ impl NativeManager {
                 Ok(())
             })
         })
+    }
+
+    /// The leader election `name` of this manager's nodes. Throws INVALID_ARGUMENT at once for
+    /// a bad name (`name: …`).
+    #[napi(catch_unwind)]
+    pub fn election(&self, name: String) -> Result<NativeElection> {
+        boundary(|| NativeElection::new(Arc::clone(&self.core), Arc::clone(&self.scope), name))
     }
 
     /// The node URLs, passwords replaced by `***`.
@@ -476,5 +504,12 @@ impl CancelToken {
     #[napi]
     pub fn cancel(&self) {
         self.tx.send_replace(true);
+    }
+}
+
+impl CancelToken {
+    /// A receiver that turns `true` once the token is cancelled.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
+        self.tx.subscribe()
     }
 }

@@ -18,6 +18,12 @@ import Redlock2, {
   type ReleaseResult,
   type RwLock,
   type Settings,
+  Election,
+  Leadership,
+  type Leader,
+  type LeaderChanges,
+  type CampaignOptions,
+  type LeadershipJSON,
 } from 'ironlock'
 
 const settings: Settings = { restartQuarantine: false, retryCount: 0, maxExtensions: null }
@@ -101,6 +107,34 @@ async function main(nodes: string[]): Promise<void> {
   if (sides.join() !== 'read,read,write,' || rw.resource !== `${resource}:rw`) {
     throw new Error(`read-write lock misbehaved: ${sides}`)
   }
+  // Leader election: campaign in line, the term as a bigint, leader(), proclaim, observe with
+  // for await, and await using resigning at the end of the block.
+  const election: Election = manager.election(`${resource}:elect`)
+  const changes: LeaderChanges = election.observe({ signal: new AbortController().signal })
+  const nobody: IteratorResult<Leader | null, undefined> = await changes.next()
+  let term: bigint = 0n
+  {
+    const options: CampaignOptions = { wait: 2_000 }
+    await using me = await election.campaign('a:1', 5_000, options)
+    term = me.term
+    const lost: Promise<boolean> = me.lost
+    void lost
+    await me.proclaim('a:2')
+    const now: Leader | null = await election.leader()
+    const json: LeadershipJSON = me.toJSON()
+    if (!me.isLeader() || me.isLost() || now?.value !== 'a:2' || now.term !== term || json.term !== String(term)) {
+      throw new Error('leadership misbehaved')
+    }
+    for await (const leader of changes) {
+      if (leader !== null) break
+    }
+  }
+  if (nobody.done || nobody.value !== null || (await election.leader()) !== null || term <= 0n) {
+    throw new Error('election misbehaved')
+  }
+  if (!(Leadership.prototype instanceof Object) || election.name !== `${resource}:elect`) {
+    throw new Error('election exports misbehaved')
+  }
   if (sizes < 3 || timing <= 0 || !done.held || releaseStats.length !== 1 || why !== 'held') {
     throw new Error('Redlock misbehaved')
   }
@@ -130,6 +164,16 @@ export function typeErrors(m: LockManager, l: Lock): void {
   void m.rwLock(['r'])
   // @ts-expect-error a read-write lock's sides take acquire options only
   void m.rwLock('r').write(1_000, { limit: 2 })
+  // @ts-expect-error a campaign takes a value first
+  void m.election('e').campaign(1_000)
+  // @ts-expect-error campaign options are wait and signal only
+  void m.election('e').campaign('v', 1_000, { fencing: true })
+  // @ts-expect-error a term is a bigint, not a number
+  void m.election('e').campaign('v', 1_000).then((l) => { const t: number = l.term; return t })
+  // @ts-expect-error a leader is read-only
+  void m.election('e').leader().then((l) => { if (l) l.term = 1n })
+  // @ts-expect-error leader() may say nobody leads
+  void m.election('e').leader().then((l) => l.value)
   // @ts-expect-error a ResourceLockedError is a vote reason, not an IronlockError (no code)
   void new ResourceLockedError('x').code
   // @ts-expect-error unknown per-call setting
