@@ -170,7 +170,8 @@ def build_c_worker() -> Path:
     BUILD.mkdir(parents=True, exist_ok=True)
     exe = BUILD / "worker_c"
     subprocess.run(["cc", "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
-                    str(HERE / "worker.c"), "-I", str(REPO / "include"), "-L", str(LIBDIR),
+                    str(HERE / "worker.c"), "-pthread", "-I", str(REPO / "include"),
+                    "-L", str(LIBDIR),
                     "-Wl,-rpath," + str(LIBDIR), "-lironlock"], check=True)
     return exe
 
@@ -298,6 +299,8 @@ class Ctx:
     master: int = 0
     voters: List[Harness] = field(default_factory=list)
     quarantine_s: float = 3.0
+    # (CLOCK_MONOTONIC, fault, node) of the restarts and isolations: run_dir/nemesis.jsonl
+    timeline: List[Tuple[float, str, int]] = field(default_factory=list)
 
     def sleep(self, s: float) -> bool:
         """Sleeps s seconds or until the fault phase ends; False once it has ended."""
@@ -311,6 +314,7 @@ class Ctx:
         self.events[what] = self.events.get(what, 0) + 1
 
     def isolate(self, i: int) -> None:
+        self.timeline.append((time.monotonic(), "isolate", i))
         if self.fw.ok:
             self.fw.isolate(self.h.ports[i])
         else:
@@ -318,12 +322,14 @@ class Ctx:
         self.count("isolations" if self.fw.ok else "isolations(SIGSTOP)")
 
     def heal(self, i: int) -> None:
+        self.timeline.append((time.monotonic(), "heal", i))
         if self.fw.ok:
             self.fw.heal(self.h.ports[i])
         else:
             self.h.send("resume %d" % i)
 
     def restart(self, i: int) -> None:
+        self.timeline.append((time.monotonic(), "restart", i))
         self.h.send("restart %d" % i)
         self.count("restarts")
 
@@ -768,6 +774,10 @@ class Scenario:
     # The negative control: workers (of every language) take their reads through a manager of
     # only the first rw_read_nodes nodes (readers that count themselves granted by a minority).
     rw_read_nodes: int = 0
+    # Leader election: workers are candidates (worker.py: elect) and observers; worker index ->
+    # the leadership (of its first life) at which it kills itself.
+    elect: bool = False
+    die_at: Dict[int, int] = field(default_factory=dict)
 
 
 SAFE = "0 strict violations, 0 referee hits"
@@ -797,6 +807,12 @@ CLUSTER = dict(SENTINEL, topology="cluster", seconds=40.0)
 # (1 in 4 writes), ttl 1 s (quarantine 2.01 s), holds of 100 ms.
 RW = dict(rw=True, nodes=5, langs=("py", "c", "node") * 2, ttl_ms=1000, max_ttl_ms=1000,
           hold_ms=100, seconds=10.0)
+# Leader election on 5 nodes: candidates campaign (ttl 1.5 s), lead 50-400 ms, then resign or
+# die (SIGKILL of the worker while leading, 1 in 10 and the first three workers — one of each
+# language — at their 2nd leadership; the runner starts them again); 2 Python + 2 C + 2 Node
+# candidates.
+ELECT = dict(elect=True, nodes=5, langs=("py", "c", "node") * 2, ttl_ms=1500, max_ttl_ms=2000,
+             hold_ms=400, seconds=12.0, die_at={0: 2, 1: 2, 2: 2})
 SAFE_RW = ("0 strict rw violations (a write valid with another read or write), 0 referee hits, "
            "reads and writes of every language, read-read overlaps > 0")
 
@@ -874,6 +890,11 @@ def scenarios() -> List[Scenario]:
         Scenario("rw-minority-readers", nem_flaky, "rw_must_fail",
                  "readers admitted by a minority (reads on 2 of 5 nodes, writes on 3): strict rw "
                  "violations > 0 (the rw checker can fail)", rw_read_nodes=2, **RW),
+        Scenario("election-kill-restart", nem_churn, "elect",
+                 "at most one valid leader at a time (0 strict violations), terms increasing, 0 "
+                 "referee hits; observers' terms never going back and agreeing; 2 Python + 2 C + "
+                 "2 Node candidates resign, die (SIGKILL, restarted) or (C) drop the leadership "
+                 "unresigned while 2 of 5 nodes are always fresh", **ELECT),
         Scenario("node-sigstop", nem_node_sigstop, "safe", SAFE, hold_ms=300),
         Scenario("node-stall", nem_stall, "safe", SAFE, hold_ms=300, debug=True),
         Scenario("flaky-partitions", nem_flaky, "safe", SAFE, nodes=5, hold_ms=200),
@@ -1028,6 +1049,85 @@ def check_rw(records: List[Dict[str, Any]]) -> Dict[str, int]:
     }
 
 
+def check_elect(records: List[Dict[str, Any]],
+                observations: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Leader election. strict: two leaderships' [enter, min(leave, deadline)] overlap (two
+    leaders at once; per pair); regressions: a term not above every term entered before it;
+    referee: the leaders counter was not 1 on entry. Observers: each one's terms (null = nobody
+    leads, skipped) must never go back (observer_regressions: a term below one it saw before),
+    and a term must come with the same value in every observer and in the leader's own log
+    (observer_mismatches); counted, not judged: observer_flaps, the same leader delivered again
+    after a null (a read that saw fewer than a majority holding a leadership still valid: one
+    holder slow past node_timeout or restarting), and observed_unlogged, observed terms of no
+    logged leadership."""
+    recs = sorted(records, key=lambda r: r["enter"])
+    strict = overrun = 0
+    for i, a in enumerate(recs):
+        a_valid_end = min(a["leave"], a["deadline"])
+        for b in recs[i + 1:]:
+            if b["enter"] >= a["leave"]:
+                break
+            if b["enter"] < a_valid_end and b["enter"] < min(b["leave"], b["deadline"]):
+                strict += 1
+            else:
+                overrun += 1
+    regressions, top = 0, None
+    for r in recs:
+        if not isinstance(r.get("term"), int) or (top is not None and r["term"] <= top):
+            regressions += 1
+        if isinstance(r.get("term"), int):
+            top = r["term"] if top is None else max(top, r["term"])
+    values = {r["term"]: r["value"] for r in recs}
+    seen: Dict[int, str] = {}
+    obs_regressions = obs_mismatches = unlogged = flaps = 0
+    streams: Dict[Tuple[int, int], List[Dict[str, Any]]] = {}
+    for o in observations:
+        if "observed" in o:
+            streams.setdefault((o["worker"], o.get("life", 0)), []).append(o)
+    for stream in streams.values():
+        last = None
+        for o in sorted(stream, key=lambda o: o["at"]):
+            now = o["observed"]
+            if now is None:
+                continue
+            term, value = now["term"], now["value"]
+            if last is not None and term < last:
+                obs_regressions += 1
+            elif last is not None and term == last:
+                flaps += 1  # only after a null: the observer delivers changes only
+            last = term if last is None else max(last, term)
+            if seen.setdefault(term, value) != value:
+                obs_mismatches += 1
+            if term not in values:
+                unlogged += 1
+            elif values[term] != value:
+                obs_mismatches += 1
+    tokens = [r["token"] for r in recs]
+    return {
+        "acquisitions": len(recs),
+        "strict": strict,
+        "overrun": overrun,
+        "referee": sum(1 for r in recs if r.get("referee") != 1),
+        "duplicates": len(tokens) - len(set(tokens)) + len(recs) - len(values),
+        "regressions": regressions,
+        "rejections": sum(1 for r in recs if r.get("fenced_write") == 0),
+        "resigns": sum(1 for r in recs if r["ending"] == "resign"),
+        "deaths": sum(1 for r in recs if r["ending"] == "die"),
+        # C candidates also drop a leadership unresigned (ironlock_leadership_free) and go on
+        "abandons": sum(1 for r in recs if r["ending"] == "abandon"),
+        "lost_leaders": sum(1 for r in recs if r.get("lost")),
+        "lost": 0,
+        "observed": len(seen),  # distinct terms the observers saw
+        "observer_regressions": obs_regressions,
+        "observer_mismatches": obs_mismatches,
+        "observer_flaps": flaps,
+        "observed_unlogged": unlogged,
+        "observer_errors": sum(1 for o in observations if "observer_error" in o),
+        "langs_led": sorted({r["lang"] for r in recs}),
+        "quarantined": 0,
+    }
+
+
 def history_events(p: str, resource: str, r: Dict[str, Any], fair: bool) -> List[Dict[str, Any]]:
     """One acquisition as history events: invoke and ok of the acquire, then its release."""
     return [
@@ -1102,7 +1202,7 @@ def history_verdict(sc: Scenario, h: Dict[str, Any]) -> List[str]:
     overlaps the negative controls must show."""
     if "error" in h:
         return ["history checker error: %s" % h["error"]]
-    if sc.kind in ("safe", "held", "overrun", "rw") and not h["ok"]:
+    if sc.kind in ("safe", "held", "overrun", "rw", "elect") and not h["ok"]:
         return ["history checker: %d overlaps, %d over the limit, %d fence regressions"
                 % (h["overlap"], h["permits"], h["fences"])]
     if sc.kind in ("must_fail", "rw_must_fail") and not h["overlap"]:
@@ -1142,6 +1242,22 @@ def verdict(sc: Scenario, c: Dict[str, Any]) -> List[str]:
         short = sorted(set(sc.langs) - {k for k, v in c["lang_sides"].items() if v == 2})
         if short:
             bad.append("%s not granted both sides" % "+".join(short))
+    elif sc.kind == "elect":
+        for what, words in (("strict", "times two leaders at once"), ("referee", "referee hits"),
+                            ("regressions", "term regressions"),
+                            ("observer_regressions", "observed terms out of order"),
+                            ("observer_mismatches", "observed values disagreeing"),
+                            ("observer_errors", "observer errors")):
+            if c[what]:
+                bad.append("%d %s" % (c[what], words))
+        if c["acquisitions"] < 8 or not c["deaths"] or not c["resigns"]:
+            bad.append("too few leaderships (%d: %d resigned, %d died)"
+                       % (c["acquisitions"], c["resigns"], c["deaths"]))
+        short = sorted(set(sc.langs) - set(c["langs_led"]))
+        if short:
+            bad.append("%s never led" % "+".join(short))
+        if c["observed"] < c["acquisitions"] // 2:
+            bad.append("observers saw %d leaders of %d" % (c["observed"], c["acquisitions"]))
     elif sc.kind == "rw_must_fail":
         if not c["strict"]:
             bad.append("no strict rw violation (the control did not bite)")
@@ -1251,6 +1367,8 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
         endpoint = Endpoint(h.ports[0])
         urls = ["redis://127.0.0.1:%d" % endpoint.port]
     workers: List["subprocess.Popen[Any]"] = []
+    died: List[int] = []  # exit codes of the candidates that killed themselves
+    died_at: List[int] = []  # and their worker slots
     stop = threading.Event()
     nem_thread: Optional[threading.Thread] = None
     nem_error: List[BaseException] = []
@@ -1264,10 +1382,13 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
         key = "chaos:%s:%d:%d" % (label, os.getpid(), time.time_ns())
         start = time.monotonic() + 1.0  # workers need a moment to start and connect
         end = start + dur
-        for idx, lang in enumerate(sc.langs):
+        def spawn(idx: int, life: int) -> "subprocess.Popen[Any]":
             wenv = dict(os.environ)
             wenv.update({
                 "CHAOS_WORKER": str(idx),
+                "CHAOS_INCARNATION": str(life),  # election candidates that died, restarted
+                "CHAOS_ELECT": "1" if sc.elect else "0",
+                "CHAOS_DIE_AT": str(sc.die_at.get(idx, 0)),
                 # Space-separated: a Sentinel URL lists its sentinels with commas.
                 "CHAOS_NODES": " ".join(urls),
                 "CHAOS_RESOURCE": key,
@@ -1296,10 +1417,13 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                 "CHAOS_STORAGE_PORT": str(storage_port or ""),
                 "CHAOS_LOG": str(run_dir / ("worker-%d.jsonl" % idx)),
             })
-            p = subprocess.Popen(worker_cmd(lang, c_worker), env=wenv, cwd=str(HERE),
+            p = subprocess.Popen(worker_cmd(sc.langs[idx], c_worker), env=wenv, cwd=str(HERE),
                                  stdin=subprocess.DEVNULL, start_new_session=True)
-            workers.append(p)
             CLEANUP.add(lambda p=p: kill_proc(p))
+            return p
+
+        for idx in range(len(sc.langs)):
+            workers.append(spawn(idx, 0))
         ctx = Ctx(h, fw, random.Random(seed), end, stop, workers, run_dir, key,
                   endpoint=endpoint, voters=voters,
                   quarantine_s=sc.max_ttl_ms / 1000.0 * 1.01 + 1.002)
@@ -1316,8 +1440,19 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
         nem_thread = threading.Thread(target=nemesis, name="nemesis", daemon=True)
         nem_thread.start()
         limit = end + sc.ttl_ms / 1000.0 + 15.0
-        while time.monotonic() < limit and any(w.poll() is None for w in workers):
-            time.sleep(0.1)
+        while time.monotonic() < limit:
+            if sc.elect:
+                # A candidate that killed itself while leading is started again (a new life),
+                # also after the end (it then only writes its summary).
+                for idx, w in enumerate(workers):
+                    if w.poll() == -signal.SIGKILL:
+                        died.append(w.returncode)
+                        workers[idx] = spawn(idx, sum(1 for d in died_at if d == idx) + 1)
+                        died_at.append(idx)
+                        ctx.count("leader_deaths")
+            if all(w.poll() is not None for w in workers):
+                break
+            time.sleep(0.05)
         stop.set()
         nem_thread.join(timeout=15)
         hung = [w.pid for w in workers if w.poll() is None]
@@ -1339,8 +1474,12 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
             kill_proc(w)
         h.close()
     storage_stats = stop_storage(storage)
+    with (run_dir / "nemesis.jsonl").open("w") as f:
+        for at, what, node in ctx.timeline:
+            f.write(json.dumps({"at": at, "fault": what, "node": node}) + "\n")
     records: List[Dict[str, Any]] = []
     fails: List[Dict[str, Any]] = []
+    observations: List[Dict[str, Any]] = []
     summaries = 0
     worker_errors: Dict[str, int] = {}
     for idx in range(len(sc.langs)):
@@ -1355,9 +1494,16 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
                     worker_errors[k] = worker_errors.get(k, 0) + v
             elif "fail" in rec:
                 fails.append(rec)
+            elif "observed" in rec or "observer_error" in rec:
+                observations.append(rec)
             else:
                 records.append(rec)
-    c = check_rw(records) if sc.rw else check(records, sc.limit)
+    if sc.elect:
+        c = check_elect(records, observations)
+        for r in records:  # the history checker judges a leadership as a lock fenced by its term
+            r["fence"], r["released"] = r["term"], r.get("resigned", False)
+    else:
+        c = check_rw(records) if sc.rw else check(records, sc.limit)
     if storage_stats is not None:
         # Every accepted write meant +1 over what its writer read: an update lost is one
         # accepted write that the final value does not count.
@@ -1379,6 +1525,8 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
     codes = [w.returncode for w in workers]
     if summaries != len(sc.langs) or any(code != 0 for code in codes):
         bad.append("worker exit codes %s, %d/%d summaries" % (codes, summaries, len(sc.langs)))
+    if sc.elect and len(died) != c["deaths"]:
+        bad.append("%d candidates died, %d leaderships logged a death" % (len(died), c["deaths"]))
     faults = ", ".join("%d %s" % (v, k) for k, v in sorted(ctx.events.items())) or "none"
     res = {
         "scenario": sc.name, "quarantine": "on" if sc.quarantine else "off",
@@ -1391,7 +1539,10 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
         "acquisitions", "strict", "overrun", "referee", "duplicates", "regressions",
         "rejections", "lost", "quarantined", "faults", "worker_errors", "history", "failed")}
         | {k: c[k] for k in ("storage_accepted", "storage_lost", "storage_rejected", "reads",
-                             "writes", "rr_overlaps", "mismatches", "lang_sides") if k in c}))
+                             "writes", "rr_overlaps", "mismatches", "lang_sides", "resigns",
+                             "deaths", "abandons", "lost_leaders", "observed", "observer_regressions",
+                             "observer_mismatches", "observer_flaps", "observed_unlogged", "observer_errors",
+                             "langs_led") if k in c}))
     return res
 
 
@@ -1408,7 +1559,9 @@ def table(results: List[Dict[str, Any]]) -> str:
             "fence regressions", "fenced rejections", "lost while held",
             "grants beside a quarantined node", "history checker",
             "storage writes accepted / lost / refused",
-            "reads / writes / read-read overlaps", "result", "expectation"]
+            "reads / writes / read-read overlaps",
+            "leaderships resigned / died / abandoned, terms observed (observer flaps)",
+            "result", "expectation"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         result = "pass" if not r["failed"] else "FAIL: " + "; ".join(r["failed"])
@@ -1422,6 +1575,9 @@ def table(results: List[Dict[str, Any]]) -> str:
             "%d / %d / %d" % (r["storage_accepted"], r["storage_lost"], r["storage_rejected"])
             if "storage_lost" in r else "",
             "%d / %d / %d" % (r["reads"], r["writes"], r["rr_overlaps"]) if "reads" in r else "",
+            "%d / %d / %d, %d (%d)" % (r["resigns"], r["deaths"], r["abandons"], r["observed"],
+                                      r["observer_flaps"])
+            if "resigns" in r else "",
             result,
             r["expect"]]) + " |")
     return "\n".join(rows)

@@ -3,13 +3,15 @@
  * and same JSON log lines as worker.py (see run.py): times are CLOCK_MONOTONIC seconds, the
  * clock Python's time.monotonic() and Node's process.hrtime read, so logs compare across
  * processes and languages. With CHAOS_RW=1 it takes the read or the write side of a read-write
- * lock instead (ironlock_acquire_read / ironlock_acquire_write), as worker.py does.
+ * lock instead (ironlock_acquire_read / ironlock_acquire_write), as worker.py does; with
+ * CHAOS_ELECT=1 it is a candidate of a leader election (elect(), as worker.py's).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -190,6 +192,162 @@ static struct ironlock_manager *new_manager(int limit) {
     return mgr;
 }
 
+/* ---- leader election (CHAOS_ELECT=1): see worker.py's elect() ---- */
+
+static pthread_mutex_t log_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+struct watch {
+    struct ironlock_observer *observer;
+    FILE *log;
+    int wid, life;
+    volatile int stop;
+};
+
+/* The observer: logs every change of leader it sees, in order, until told to stop. */
+static void *watch_changes(void *arg) {
+    struct watch *w = arg;
+    while (!w->stop) {
+        bool changed = false;
+        struct ironlock_leader_info *info = NULL;
+        ironlock_status st = ironlock_observer_next(w->observer, 100, &changed, &info);
+        if (st != IRONLOCK_OK) {
+            pthread_mutex_lock(&log_mutex);
+            fprintf(w->log,
+                    "{\"worker\": %d, \"lang\": \"c\", \"life\": %d, \"observer_error\": %d, "
+                    "\"at\": %.9f}\n",
+                    w->wid, w->life, (int)st, mono());
+            fflush(w->log);
+            pthread_mutex_unlock(&log_mutex);
+            return NULL;
+        }
+        if (!changed) {
+            continue;
+        }
+        pthread_mutex_lock(&log_mutex);
+        fprintf(w->log, "{\"worker\": %d, \"lang\": \"c\", \"life\": %d, \"observed\": ", w->wid,
+                w->life);
+        if (info) {
+            /* values are the candidates' own "wN/L/K": no JSON escaping needed */
+            fprintf(w->log, "{\"term\": %llu, \"value\": \"%s\"}",
+                    (unsigned long long)ironlock_leader_info_term(info),
+                    ironlock_leader_info_value(info));
+        } else {
+            fprintf(w->log, "null");
+        }
+        fprintf(w->log, ", \"at\": %.9f}\n", mono());
+        fflush(w->log);
+        pthread_mutex_unlock(&log_mutex);
+        ironlock_leader_info_free(info);
+    }
+    return NULL;
+}
+
+/* A candidate: campaigns again and again, leads for a random 50 ms to CHAOS_HOLD_MS checking
+ * every 20 ms that it still leads, then resigns (8 in 10), drops the leadership without
+ * resigning (1 in 10: ironlock_leadership_free, as if the process had died, and campaigns on)
+ * or kills itself with SIGKILL while leading (1 in 10, and at the CHAOS_DIE_AT-th leadership of
+ * its first life; the orchestrator starts it again). */
+static int elect(struct ironlock_manager *mgr, int referee, FILE *log, int wid, double end) {
+    const char *name = env("CHAOS_RESOURCE"), *counter = env("CHAOS_COUNTER_KEY");
+    const char *fence_key = env("CHAOS_FENCE_KEY");
+    uint64_t ttl_ms = (uint64_t)atoll(env("CHAOS_TTL_MS"));
+    double hold = atof(env("CHAOS_HOLD_MS")) / 1000.0, wait = atof(env("CHAOS_WAIT_MS")) / 1000.0;
+    int life = atoi(getenv("CHAOS_INCARNATION") ? getenv("CHAOS_INCARNATION") : "0"), n = 0;
+    uint64_t rng = (uint64_t)atoll(getenv("CHAOS_SEED") ? getenv("CHAOS_SEED") : "7") * 1000003ULL +
+                   (uint64_t)wid * 1009ULL + (uint64_t)life;
+    unsigned long contended = 0, other = 0;
+    int die_at = life == 0 && getenv("CHAOS_DIE_AT") ? atoi(getenv("CHAOS_DIE_AT")) : 0;
+    struct watch w;
+    pthread_t watcher;
+
+    memset(&w, 0, sizeof w);
+    w.log = log;
+    w.wid = wid;
+    w.life = life;
+    if (ironlock_observe(mgr, name, &w.observer) != IRONLOCK_OK) {
+        die(ironlock_last_error());
+    }
+    if (pthread_create(&watcher, NULL, watch_changes, &w) != 0) {
+        die("pthread_create");
+    }
+    while (mono() < end) {
+        struct ironlock_leadership *me = NULL;
+        char value[64], term_str[32];
+        double left = end - mono(), invoke = mono(), enter, deadline, leave, until;
+        uint64_t term;
+        long long ref, accepted;
+        int lost = 0, roll;
+        const char *ending;
+        bool resigned = false;
+        ironlock_status st;
+
+        snprintf(value, sizeof value, "w%d/%d/%d", wid, life, n);
+        left = left < wait ? left : wait;
+        st = ironlock_campaign(mgr, name, value, ttl_ms,
+                               (uint64_t)(left > 0.01 ? left * 1000.0 : 10.0), &me);
+        if (st != IRONLOCK_OK) {
+            if (st == IRONLOCK_CONTENDED) {
+                contended++;
+            } else {
+                other++;
+            }
+            sleep_s(0.01);
+            continue;
+        }
+        enter = mono();
+        deadline = enter + (double)ironlock_leadership_validity_ms(me) / 1000.0;
+        n++;
+        term = ironlock_leadership_term(me);
+        roll = n == die_at ? 0 : (int)(next_random(&rng) % 10);
+        ending = roll == 0 && mono() < end ? "die" : roll == 1 ? "abandon" : "resign";
+        ref = referee_command(referee, 2, "INCR", counter);
+        snprintf(term_str, sizeof term_str, "%llu", (unsigned long long)term);
+        accepted = referee_command(referee, 5, "EVAL", FENCED_WRITE, "1", fence_key, term_str);
+        until = enter + 0.05 + (double)(next_random(&rng) % 1000) / 1000.0 * (hold - 0.05);
+        while (mono() < until) {
+            double rem = (double)ironlock_leadership_validity_ms(me) / 1000.0, step;
+            if (!ironlock_leadership_is_leader(me)) {
+                lost = 1;
+                break;
+            }
+            deadline = mono() + rem;
+            step = until - mono();
+            sleep_s(step < 0.02 ? (step > 0 ? step : 0) : 0.02);
+        }
+        referee_command(referee, 2, "DECR", counter);
+        leave = mono();
+        if (strcmp(ending, "resign") == 0) {
+            resigned = ironlock_resign(me) == IRONLOCK_OK;
+        }
+        pthread_mutex_lock(&log_mutex);
+        fprintf(log,
+                "{\"worker\": %d, \"lang\": \"c\", \"life\": %d, \"term\": %llu, \"token\": "
+                "\"%s\", \"value\": \"%s\", \"invoke\": %.9f, \"enter\": %.9f, \"deadline\": "
+                "%.9f, \"leave\": %.9f, \"ending\": \"%s\", \"referee\": %lld, "
+                "\"fenced_write\": %lld, \"resigned\": %s%s}\n",
+                wid, life, (unsigned long long)term, ironlock_leadership_token(me),
+                ironlock_leadership_value(me), invoke, enter, deadline, leave, ending, ref,
+                accepted, resigned ? "true" : "false", lost ? ", \"lost\": true" : "");
+        fflush(log);
+        pthread_mutex_unlock(&log_mutex);
+        if (strcmp(ending, "die") == 0) {
+            kill(getpid(), SIGKILL); /* leading, unresigned: the orchestrator restarts us */
+        }
+        ironlock_leadership_free(me); /* without ironlock_resign: abandoned, not handed over */
+    }
+    w.stop = 1;
+    pthread_join(watcher, NULL);
+    ironlock_observer_free(w.observer);
+    fprintf(log,
+            "{\"worker\": %d, \"lang\": \"c\", \"life\": %d, \"summary\": true, \"acquired\": %d, "
+            "\"errors\": {\"contended\": %lu, \"other\": %lu}}\n",
+            wid, life, n, contended, other);
+    fclose(log);
+    close(referee);
+    ironlock_manager_free(mgr);
+    return 0;
+}
+
 int main(void) {
     int wid, self_stop, n = 0, referee, keep, rw, writes_1_in;
     double write_pause;
@@ -237,6 +395,9 @@ int main(void) {
     log = fopen(env("CHAOS_LOG"), "a");
     if (!log) {
         die("cannot open the log");
+    }
+    if (getenv("CHAOS_ELECT") && strcmp(getenv("CHAOS_ELECT"), "1") == 0) {
+        return elect(mgr, referee, log, wid, end);
     }
 
     while (mono() < end) {

@@ -2,7 +2,8 @@
 // environment and same JSON log lines as worker.py (see run.py). Times are CLOCK_MONOTONIC
 // seconds (process.hrtime is CLOCK_MONOTONIC on Linux), comparable with Python and C workers.
 // With CHAOS_RW=1 it takes the read or the write side of manager.rwLock(resource) instead, as
-// worker.py does.
+// worker.py does; with CHAOS_ELECT=1 it is a candidate of a leader election (elect(), as
+// worker.py's).
 import { appendFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
@@ -93,7 +94,8 @@ const rw = env.CHAOS_RW === '1' ? manager.rwLock(resource) : null
 const rwReads = env.CHAOS_RW === '1' ? readers.rwLock(resource) : null
 const writes1In = Number(env.CHAOS_RW_WRITES ?? 4)
 const writePause = Number(env.CHAOS_RW_PAUSE_MS ?? 0)
-let seed = (Number(env.CHAOS_SEED ?? 7) * 1000003 + wid) >>> 0
+const life = Number(env.CHAOS_INCARNATION ?? 0) // restarts of this worker after a death
+let seed = (Number(env.CHAOS_SEED ?? 7) * 1000003 + wid * 1009 + life) >>> 0
 const random = () => { // mulberry32
   seed = (seed + 0x6D2B79F5) >>> 0
   let t = seed
@@ -106,6 +108,83 @@ const readersKey = env.CHAOS_COUNTER_KEY + ':readers'
 const referee = new Referee(Number(env.CHAOS_REFEREE_PORT))
 const errors = {}
 let n = 0
+
+// A candidate (see worker.py's elect): campaigns again and again, leads for a random 50 ms to
+// CHAOS_HOLD_MS checking every 20 ms that it still leads, then resigns or (1 in 10, and at the
+// CHAOS_DIE_AT-th leadership of its first life) kills itself with SIGKILL while leading (the
+// orchestrator starts it again). An observer logs every change
+// of leader it sees, in order. Terms are bigints: written as bare JSON integers.
+async function elect () {
+  const election = manager.election(resource)
+  const dieAt = life === 0 ? Number(env.CHAOS_DIE_AT ?? 0) : 0
+  const put = (rec, term) => {
+    rec.worker = wid
+    rec.lang = 'node'
+    rec.life = life
+    appendFileSync(logPath, JSON.stringify(rec).replace('"@@TERM@@"', String(term)) + '\n')
+  }
+  const stop = new AbortController()
+  const watching = (async () => {
+    try {
+      for await (const l of election.observe({ signal: stop.signal })) {
+        put({ observed: l === null ? null : { term: '@@TERM@@', value: l.value }, at: mono() }, l?.term)
+      }
+    } catch (e) {
+      put({ observer_error: e.code ?? e.name, at: mono() })
+    }
+  })()
+  while (mono() < end) {
+    const left = end - mono()
+    const value = `w${wid}/${life}/${n}`
+    const invoke = mono()
+    let me
+    try {
+      me = await election.campaign(value, ttl, { wait: Math.max(10, Math.round(Math.min(wait, left) * 1000)) })
+    } catch (e) {
+      if (!(e instanceof IronlockError)) throw e
+      errors[e.code ?? e.name] = (errors[e.code ?? e.name] ?? 0) + 1
+      await sleep(10)
+      continue
+    }
+    const enter = mono()
+    let deadline = enter + me.validityMs / 1000
+    n++
+    const rec = { term: '@@TERM@@', token: me.token, value: me.value, invoke, enter, deadline, ending: (n === dieAt || random() < 0.1) && mono() < end ? 'die' : 'resign' }
+    rec.referee = await referee.command('INCR', env.CHAOS_COUNTER_KEY)
+    rec.fenced_write = await referee.command('EVAL', FENCED_WRITE, 1, env.CHAOS_FENCE_KEY, String(me.term))
+    const until = enter + 0.05 + random() * (hold - 0.05)
+    while (mono() < until) {
+      const rem = me.validityMs / 1000
+      if (!me.isLeader()) {
+        rec.lost = true
+        break
+      }
+      deadline = mono() + rem
+      await sleep(Math.max(0, Math.min(0.02, until - mono())) * 1000)
+    }
+    rec.deadline = deadline
+    await referee.command('DECR', env.CHAOS_COUNTER_KEY)
+    rec.leave = mono()
+    if (rec.ending === 'die') {
+      put(rec, me.term)
+      process.kill(process.pid, 'SIGKILL') // leading, unresigned: the orchestrator restarts us
+    }
+    rec.resigned = (await me.resign()).held
+    put(rec, me.term)
+  }
+  stop.abort()
+  await watching
+  put({ summary: true, acquired: n, errors })
+}
+
+if (env.CHAOS_ELECT === '1') {
+  await elect()
+  referee.close()
+  if (readers !== manager) await readers.close()
+  await manager.close()
+  process.exit(0)
+}
+
 while (mono() < end) {
   const left = end - mono()
   const invoke = mono() // the history's invoke (tests/history)

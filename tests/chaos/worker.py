@@ -11,6 +11,8 @@ and tells the referee which side entered (`referee` = the conflicting holders it
 write, other writers plus readers; for a read, writers; must be 0). CHAOS_RW_READ_NODES=k (the
 negative control) takes reads through a manager of only the first k nodes: a reader that counts
 itself granted by a minority.
+
+With CHAOS_ELECT=1 it is a candidate of a leader election instead (elect(): see there).
 """
 
 import ctypes
@@ -18,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 import random
@@ -25,6 +28,95 @@ import random
 import ironlock
 
 from resp import RW_ENTER, Resp, fenced_write
+
+
+# How a leader's term ends (CHAOS_ELECT): resign (most), or die — the worker kills itself with
+# SIGKILL while leading (the orchestrator starts it again): its leadership expires unresigned.
+# A worker given CHAOS_DIE_AT=k also dies at its k-th leadership of its first life.
+ENDINGS = ["resign"] * 9 + ["die"]
+
+
+def elect(env: "os._Environ[str]", manager: "ironlock.LockManager", referee: Resp) -> int:
+    """A candidate: campaigns for the election CHAOS_RESOURCE again and again (ttl
+    CHAOS_TTL_MS, waiting at most CHAOS_WAIT_MS), leads for a random 50 ms to CHAOS_HOLD_MS —
+    checking every 20 ms that it still leads, its deadline being the last validity seen while it
+    did — then resigns or dies (ENDINGS). One line per leadership: term, token, value, enter,
+    deadline, leave, how it ended, the referee's leaders counter after INCR (must be 1) and
+    whether the referee accepted the term as a fence. An observer thread logs every change of
+    leader it sees (`observed`: term and value, or null), in order."""
+    wid = int(env["CHAOS_WORKER"])
+    life = int(env.get("CHAOS_INCARNATION", "0"))  # restarts of this worker after a death
+    end = float(env["CHAOS_END_MONO"])
+    ttl = int(env["CHAOS_TTL_MS"]) / 1000.0
+    hold = int(env["CHAOS_HOLD_MS"]) / 1000.0
+    wait = int(env["CHAOS_WAIT_MS"]) / 1000.0
+    counter, fence_key = env["CHAOS_COUNTER_KEY"], env["CHAOS_FENCE_KEY"]
+    rng = random.Random("%s/%d/%d" % (env.get("CHAOS_SEED", "7"), wid, life))
+    die_at = int(env.get("CHAOS_DIE_AT", "0")) if life == 0 else 0
+    election = manager.election(env["CHAOS_RESOURCE"])
+    write = threading.Lock()
+    log = open(env["CHAOS_LOG"], "a", buffering=1)
+
+    def put(rec: dict) -> None:
+        rec.update(worker=wid, lang="py", life=life)
+        with write:
+            log.write(json.dumps(rec) + "\n")
+
+    observer = election.observe()
+
+    def watch() -> None:
+        try:
+            for leader in observer:
+                put({"observed": None if leader is None else
+                     {"term": leader.term, "value": leader.value}, "at": time.monotonic()})
+        except ironlock.IronlockError as e:
+            put({"observer_error": type(e).__name__, "at": time.monotonic()})
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    errors: dict = {}
+    n = 0
+    while time.monotonic() < end:
+        left = end - time.monotonic()
+        value = "w%d/%d/%d" % (wid, life, n)
+        invoke = time.monotonic()
+        try:
+            me = election.campaign(value, ttl, wait=max(0.01, min(wait, left)))
+        except ironlock.IronlockError as e:
+            errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
+            time.sleep(0.01)
+            continue
+        enter = time.monotonic()
+        deadline = enter + me.validity
+        n += 1
+        rec = {"term": me.term, "token": me.token, "value": me.value, "invoke": invoke,
+               "enter": enter, "deadline": deadline,
+               "ending": "die" if n == die_at else rng.choice(ENDINGS)}
+        if time.monotonic() >= end:
+            rec["ending"] = "resign"  # the run is over: no death the orchestrator ignores
+        rec["referee"] = referee.command("INCR", counter)
+        rec["fenced_write"] = fenced_write(referee, fence_key, me.term)
+        until = enter + rng.uniform(0.05, hold)
+        while time.monotonic() < until:
+            rem = me.validity
+            if not me.is_leader:
+                rec["lost"] = True
+                break
+            deadline = time.monotonic() + rem
+            time.sleep(max(0.0, min(0.02, until - time.monotonic())))
+        rec["deadline"] = deadline
+        referee.command("DECR", counter)
+        rec["leave"] = time.monotonic()
+        if rec["ending"] == "die":
+            put(rec)
+            os.kill(os.getpid(), signal.SIGKILL)  # leading, unresigned: the orchestrator restarts us
+        rec["resigned"] = me.resign()
+        put(rec)
+    observer.close()
+    watcher.join(timeout=5)
+    put({"summary": True, "acquired": n, "errors": errors})
+    log.close()
+    return 0
 
 
 def main() -> int:
@@ -62,6 +154,11 @@ def main() -> int:
     minority = int(env.get("CHAOS_RW_READ_NODES", "0"))
     readers = ironlock.LockManager(nodes[:minority], **settings) if minority else manager
     referee = Resp(int(env["CHAOS_REFEREE_PORT"]))
+    if env.get("CHAOS_ELECT") == "1":
+        try:
+            return elect(env, manager, referee)
+        finally:
+            manager.close()
     # The protected resource (storage.py): read-modify-write of its counter under the lock.
     storage = None
     if env.get("CHAOS_STORAGE_PORT"):
