@@ -10,5 +10,5 @@ cd "$(dirname "$0")/../.."
 cross_debs qemu-user-static debootstrap gcc-aarch64-linux-gnu libc6-dev-arm64-cross musl-tools \
   binutils pkg-config
 register_qemu_aarch64
-[ -x target/debug/ironlock-harness ] || cargo build --quiet -p ironlock-harness
+[ -x target/debug/ironlock-harness ] || CARGO_TARGET_DIR="$PWD/target" cargo build --quiet -p ironlock-harness
 python3 tests/package/cross.py "${1:-dist}"
