@@ -19,7 +19,8 @@
 //! other lost connection.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,74 @@ use tokio::runtime::{Builder, Handle, Runtime};
 use tokio::sync::Notify;
 
 use crate::error::{Error, ErrorKind, Result};
+
+/// The calls an event loop's thread starts on a [`DrivenRuntime`] it watches (asyncio, libuv):
+/// a call made while no other is in flight starts at once on that thread (its requests are
+/// written before the call returns), and a call made while others are in flight is queued, every
+/// call queued meanwhile starting together in the runtime's next drive (the loop's next turn),
+/// so that their commands to a node go out in one write instead of one each.
+pub struct CallQueue {
+    queued: Mutex<Vec<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    in_flight: AtomicUsize,
+}
+
+impl Default for CallQueue {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CallQueue {
+    /// An empty queue (usable in a `static`).
+    pub const fn new() -> CallQueue {
+        CallQueue {
+            queued: Mutex::new(Vec::new()),
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    /// Counts a call in flight until the returned guard is dropped (keep it inside the call's
+    /// future, so that it drops when the call is done or cancelled).
+    pub fn enter(&'static self) -> InFlightCall {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlightCall(&self.in_flight)
+    }
+
+    /// True when the only call in flight is the one just entered: start it at once.
+    pub fn alone(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 1
+    }
+
+    /// Queues `call` to start in the runtime's next drive; the first call queued since the last
+    /// drive wakes the runtime (its reactor turns readable for the loop that watches it).
+    pub fn queue(&'static self, runtime: &Handle, call: impl Future<Output = ()> + Send + 'static) {
+        let first = {
+            let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+            queued.push(Box::pin(call));
+            queued.len() == 1
+        };
+        if first {
+            runtime.spawn(async move { self.start_queued() });
+        }
+    }
+
+    /// Spawns the queued calls, in order. Call it inside the runtime (a drive): they run in it.
+    pub fn start_queued(&self) {
+        let queued = std::mem::take(&mut *self.queued.lock().unwrap_or_else(|p| p.into_inner()));
+        for call in queued {
+            tokio::spawn(call);
+        }
+    }
+}
+
+/// A call counted in flight by [`CallQueue::enter`]; uncounted when dropped.
+pub struct InFlightCall(&'static AtomicUsize);
+
+impl Drop for InFlightCall {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// How long the runtime may go undriven after the last call returned before the driver thread
 /// drives it: background work waits at most about twice this long (the driver looks at the

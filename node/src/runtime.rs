@@ -21,12 +21,10 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use futures_util::FutureExt;
-use ironlock::driven::DrivenRuntime;
+use ironlock::driven::{CallQueue, DrivenRuntime};
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, Result};
 use tokio::runtime::Handle;
@@ -65,34 +63,13 @@ where
         return RUNTIME.handle().spawn(fut);
     }
     RUNTIME.drive_now(|| {
-        start_queued();
+        CALLS.start_queued();
         RUNTIME.handle().spawn(fut)
     })
 }
 
-type Queued = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// Calls started on a JS thread while others were in flight, waiting for the next drive.
-static QUEUED: Mutex<Vec<Queued>> = Mutex::new(Vec::new());
-
-/// Calls of [`start`] not finished yet.
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
-
-/// Counts a call in flight from its start until its future is done or dropped.
-struct InFlight;
-
-impl InFlight {
-    fn new() -> InFlight {
-        IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
-        InFlight
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
-    }
-}
+/// The calls of [`start`]: counted while in flight, queued while others are.
+static CALLS: CallQueue = CallQueue::new();
 
 /// Runs a call's `fut` (acquire, release, extend) on the addon's runtime. When no other call is
 /// in flight it starts at once on this thread, as [`spawn`] does (one call at a time: each is
@@ -103,35 +80,17 @@ pub fn start<F>(fut: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let counted = InFlight::new();
+    let counted = CALLS.enter();
     let fut = async move {
         let _counted = counted;
         fut.await
     };
-    if IN_FLIGHT.load(Ordering::Acquire) == 1
-        || Handle::try_current().is_ok()
-        || RUNTIME.reactor_fd().is_none()
-    {
+    if CALLS.alone() || Handle::try_current().is_ok() || RUNTIME.reactor_fd().is_none() {
         spawn(fut);
         return;
     }
-    let first = {
-        let mut queued = QUEUED.lock().unwrap_or_else(|p| p.into_inner());
-        queued.push(Box::pin(fut));
-        queued.len() == 1
-    };
-    if first {
-        // Wakes whoever drives next (this thread's event loop: the reactor turns readable).
-        RUNTIME.handle().spawn(async { start_queued() });
-    }
-}
-
-/// Spawns the queued calls, in order (inside the runtime: they run in the current drive).
-fn start_queued() {
-    let queued = std::mem::take(&mut *QUEUED.lock().unwrap_or_else(|p| p.into_inner()));
-    for fut in queued {
-        tokio::spawn(fut);
-    }
+    // Woken by the runtime's reactor, this thread's event loop drives it in its next turn.
+    CALLS.queue(RUNTIME.handle(), fut);
 }
 
 /// Resolves once the flag behind `rx` is set; never when its sender is dropped unset.

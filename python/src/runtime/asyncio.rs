@@ -13,11 +13,10 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::future::{AbortHandle, Abortable};
+use ironlock::driven::CallQueue;
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use tokio::runtime::Handle;
@@ -307,43 +306,9 @@ impl Canceller {
     }
 }
 
-type Queued = Pin<Box<dyn Future<Output = ()> + Send>>;
-
 /// The asyncio calls of this process (one per process, as its runtime: a forked child starts
-/// with none, never with its parent's).
-#[derive(Default)]
-pub(super) struct Calls {
-    /// Calls started while others were in flight, waiting for the next drive.
-    queued: Mutex<Vec<Queued>>,
-    /// Calls of [`awaitable`] not finished yet.
-    in_flight: AtomicUsize,
-}
-
-impl Calls {
-    /// Spawns the queued calls, in order (inside the runtime: they run in the current drive).
-    fn start_queued(&self) {
-        let queued = std::mem::take(&mut *lock_ignoring_poison(&self.queued));
-        for call in queued {
-            tokio::spawn(call);
-        }
-    }
-}
-
-/// Counts a call in flight from its start until its future is done or dropped.
-struct Counted(&'static AtomicUsize);
-
-impl Counted {
-    fn new(calls: &'static Calls) -> Counted {
-        calls.in_flight.fetch_add(1, Ordering::AcqRel);
-        Counted(&calls.in_flight)
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
+/// with none, never with its parent's): counted while in flight, queued while others are.
+pub(super) type Calls = CallQueue;
 
 /// Turns `fut` into an asyncio future of the running loop. Cancelling the asyncio future drops
 /// `fut` on the runtime (the core's futures are cancel-safe).
@@ -364,7 +329,7 @@ where
     let watched = delivery.get().watched.is_some() && Handle::try_current().is_err();
     let d = delivery.clone_ref(py);
     let calls = asyncio_calls();
-    let counted = Counted::new(calls);
+    let counted = calls.enter();
     let (abort, registration) = AbortHandle::new_pair();
     let call = Abortable::new(
         async move {
@@ -387,7 +352,7 @@ where
     let rt = evloop_runtime();
     if !watched {
         rt.handle().spawn(call);
-    } else if calls.in_flight.load(Ordering::Acquire) == 1 {
+    } else if calls.alone() {
         // Started here; a call that finished at once (bad input, a closed manager) is
         // completed right away.
         delivery.get().drive_here(py, || {
@@ -395,15 +360,8 @@ where
             rt.handle().spawn(call);
         });
     } else {
-        let first = {
-            let mut queued = lock_ignoring_poison(&calls.queued);
-            queued.push(Box::pin(call));
-            queued.len() == 1
-        };
-        if first {
-            // Wakes whoever drives next (this loop: the reactor turns readable).
-            rt.handle().spawn(async move { calls.start_queued() });
-        }
+        // Woken by the runtime's reactor, this loop drives it in its next turn.
+        calls.queue(rt.handle(), call);
     }
     Ok(py_fut)
 }
