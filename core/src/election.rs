@@ -116,6 +116,7 @@ impl Election {
             election: self.clone(),
             watch,
             last: None,
+            leader: None,
             started: false,
             poll,
         })
@@ -243,8 +244,10 @@ impl Leadership {
 pub struct Observer {
     election: Election,
     watch: crate::notify::Watch,
-    /// (term, version) of the leader last delivered; `Some(None)` once "no leader" was.
+    /// (term, value) of the leader last delivered; `Some(None)` once "no leader" was.
     last: Option<Option<(u64, String)>>,
+    /// The token of the leader last delivered and until when it may be valid.
+    leader: Option<(String, Instant)>,
     started: bool,
     poll: Duration,
 }
@@ -260,17 +263,34 @@ impl Observer {
             let cluster = &self.election.manager.cluster;
             cluster.check_open()?;
             self.watch.waiter.consumed();
-            match read_leader(cluster, &self.election.name).await {
-                Ok(now) => {
+            match read_views(cluster, &self.election.name).await {
+                Ok((views, elapsed)) => {
+                    let now = leader_of(&views, cluster.quorum, elapsed);
+                    if let (Some(l), Some((token, until))) = (&now, &mut self.leader)
+                        && l.token == *token
+                    {
+                        // Still leading: valid for as long as this read says.
+                        *until = Instant::now() + l.validity;
+                    }
                     let seen = now.as_ref().map(|l| (l.term, l.value.clone()));
-                    let older = match (&self.last, &now) {
-                        // A read that lags one already delivered (a slower quorum): skip it.
-                        (Some(Some((t, _))), Some(l)) => l.term < *t,
+                    let skip = match (&self.last, &now, &self.leader) {
+                        // A read that lags one already delivered (a slower quorum).
+                        (Some(Some((t, _))), Some(l), _) => l.term < *t,
+                        // Nobody found, while the leader last delivered may still be valid and
+                        // fewer than a quorum of nodes said it is gone (a node restarted empty,
+                        // another slow): not known to have changed.
+                        (_, None, Some((token, until))) => {
+                            Instant::now() < *until
+                                && !gone_on_quorum(&views, token, cluster.quorum)
+                        }
                         _ => false,
                     };
-                    if (!self.started || self.last.as_ref() != Some(&seen)) && !older {
+                    if (!self.started || self.last.as_ref() != Some(&seen)) && !skip {
                         self.started = true;
                         self.last = Some(seen);
+                        self.leader = now
+                            .as_ref()
+                            .map(|l| (l.token.clone(), Instant::now() + l.validity));
                         return Ok(now);
                     }
                 }
@@ -289,6 +309,16 @@ impl Observer {
 type NodeView = (Option<String>, i64, Vec<(String, String)>);
 
 async fn read_leader(cluster: &Arc<Cluster>, name: &str) -> Result<Option<Leader>> {
+    let (views, elapsed) = read_views(cluster, name).await?;
+    Ok(leader_of(&views, cluster.quorum, elapsed))
+}
+
+/// Every node's view of the election (`None`: no answer), once a quorum answered, and how long
+/// the read took.
+async fn read_views(
+    cluster: &Arc<Cluster>,
+    name: &str,
+) -> Result<(Vec<Option<NodeView>>, Duration)> {
     validate_resource(name)?;
     cluster.check_open()?;
     let key = cluster.key(name);
@@ -329,7 +359,18 @@ async fn read_leader(cluster: &Arc<Cluster>, name: &str) -> Result<Option<Leader
         )
         .with_report(round.report));
     }
-    Ok(leader_of(&views, q, elapsed))
+    Ok((views, elapsed))
+}
+
+/// Whether a quorum of the nodes that answered no longer hold `token` (a leader that resigned
+/// or whose key expired), rather than too few answering to find its quorum.
+fn gone_on_quorum(views: &[Option<NodeView>], token: &str, q: usize) -> bool {
+    let gone = views
+        .iter()
+        .flatten()
+        .filter(|(t, _, _)| t.as_deref() != Some(token))
+        .count();
+    gone >= q
 }
 
 /// The leader a quorum of node views agree on, if any.

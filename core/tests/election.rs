@@ -274,3 +274,30 @@ async fn at_most_one_valid_leader_and_growing_terms_while_leaders_die_and_a_node
         "too few leaderships to show anything: {grants}"
     );
 }
+
+/// A read that finds fewer than a quorum of nodes holding the leader — one restarted empty,
+/// another paused — does not make an observer report "nobody leads" while the leader may still
+/// be valid; a resignation, which a quorum sees, does.
+#[tokio::test]
+async fn an_observer_reports_nobody_only_when_a_quorum_says_the_leader_is_gone() {
+    let mut c = cluster(3);
+    let m = LockManager::new(config(&c).node_timeout(ms(100)).reseat(false))
+        .await
+        .unwrap();
+    let e = m.election(unique("elect"));
+    let mut observer = e.observe().unwrap();
+    assert_eq!(observer.next().await.unwrap(), None);
+    let leader = e.campaign("a", 10 * SEC).await.unwrap();
+    assert_eq!(observer.next().await.unwrap().unwrap().term, leader.term());
+    c.restart(2).unwrap();
+    c.pause(1).unwrap();
+    let flap = tokio::time::timeout(ms(1500), observer.next()).await;
+    assert!(
+        flap.is_err(),
+        "reported a change from a partial view: {flap:?}"
+    );
+    c.resume(1).unwrap();
+    assert!(leader.resign().await.held);
+    let gone = tokio::time::timeout(5 * SEC, observer.next()).await;
+    assert_eq!(gone.expect("told").unwrap(), None);
+}
