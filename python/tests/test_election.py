@@ -84,21 +84,22 @@ def test_candidates_lead_in_queue_order_with_growing_terms(cluster3: Cluster, na
     def candidate(tag: str) -> None:
         try:
             if tag == "c":
-                with election.campaign("c:1", ttl=5.0) as me:
+                # `wait`: bounded, so that a failed assertion below cannot leave it waiting.
+                with election.campaign("c:1", ttl=5.0, wait=30.0) as me:
                     got["c"], got["c_at"] = me, time.monotonic()
                     granted.append(tag)
                     c_may_resign.wait(10.0)
                 return
-            me = election.campaign(f"{tag}:1", ttl=5.0)
+            me = election.campaign(f"{tag}:1", ttl=5.0, wait=30.0)
             got[tag], got[f"{tag}_at"] = me, time.monotonic()
             granted.append(tag)
         except BaseException as e:  # reported by the assertions below
             got[f"{tag}_error"] = e
 
-    b_thread = threading.Thread(target=candidate, args=("b",))
+    b_thread = threading.Thread(target=candidate, args=("b",), daemon=True)
     b_thread.start()
     assert wait_until(lambda: queued(cluster3, name, 1), 5.0), in_line(cluster3, name)
-    c_thread = threading.Thread(target=candidate, args=("c",))
+    c_thread = threading.Thread(target=candidate, args=("c",), daemon=True)
     c_thread.start()
     assert wait_until(lambda: queued(cluster3, name, 2), 5.0), in_line(cluster3, name)
 
@@ -220,19 +221,24 @@ def test_a_thread_stops_another_threads_observer(cluster3: Cluster, name: str) -
 
 
 def test_ctrl_c_interrupts_a_campaign_and_it_leaves_the_line(cluster3: Cluster, name: str) -> None:
-    m = ironlock.LockManager(cluster3.urls, **FAST)
+    m = ironlock.LockManager(cluster3.urls, **FAST, queue_timeout=2.0)
     election = m.election(name)
     leader = election.campaign("a", 10.0)
     sent: List[float] = []
+    seen: List[bool] = []
 
     def interrupt() -> None:
-        assert wait_until(lambda: queued(cluster3, name, 1), 5.0)
+        # Always interrupts, so that the campaign below cannot wait forever; whether the
+        # candidate was seen in line first is asserted after it.
+        seen.append(wait_until(lambda: queued(cluster3, name, 1), 10.0))
         sent.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGINT)
 
-    threading.Thread(target=interrupt).start()
+    threading.Thread(target=interrupt, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
-        election.campaign("b", 10.0)
+        # `wait`: a bound of its own, should the interrupt never come.
+        election.campaign("b", 10.0, wait=60.0)
+    assert seen == [True], "the candidate was never seen in line"
     assert sent and time.monotonic() - sent[0] < 1.0
     assert wait_until(lambda: in_line(cluster3, name) == [0, 0, 0]), in_line(cluster3, name)
     # A campaign that gives up (wait=) leaves the line too.
@@ -404,7 +410,7 @@ def test_asyncio_candidates_lead_in_order_and_observers_follow(cluster3: Cluster
 
 def test_asyncio_cancelled_campaign_leaves_the_line(cluster3: Cluster, name: str) -> None:
     async def scenario() -> List[List[int]]:
-        m = await ironlock.AsyncLockManager.connect(cluster3.urls, **FAST)
+        m = await ironlock.AsyncLockManager.connect(cluster3.urls, **FAST, queue_timeout=2.0)
         election = m.election(name)
         leader = await election.campaign("a", ttl=10.0)
 
