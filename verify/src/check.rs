@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
-use crate::model::{Mutant, Params, Redlock};
+use crate::model::{Mutant, Params, Redlock, Role};
 
 /// The configurations, at CI's bounds or (`deep`) larger ones.
 pub fn configs(deep: bool) -> Vec<Params> {
@@ -29,6 +29,7 @@ pub fn configs(deep: bool) -> Vec<Params> {
         queue_timeout: 0,
         crashes: 0,
         liveness: false,
+        roles: &[],
         mutant: None,
     };
     let d = |ci: i16, more: i16| if deep { ci + more } else { ci };
@@ -128,6 +129,59 @@ pub fn configs(deep: bool) -> Vec<Params> {
             losses: 1,
             liveness: true,
             clients: 2 + u8::from(deep),
+            ..base.clone()
+        },
+        // A read-write lock: two readers and a writer, two rounds each (a call keeps its token
+        // from round to round: a writer's mark is it); deep: a tick more, one round.
+        Params {
+            name: "rw",
+            clients: 3,
+            roles: &[Role::Read, Role::Read, Role::Write],
+            queue_timeout: 2,
+            max_time: d(1, 1),
+            attempts: 2 - u8::from(deep),
+            ..base.clone()
+        },
+        // A reader, a writer and a plain lock of the same name; a node restarts, with or
+        // without its data, and is quarantined; deep: they extend, re-seating.
+        Params {
+            name: "rw-lock",
+            clients: 3,
+            roles: &[Role::Read, Role::Write, Role::Lock],
+            queue_timeout: 2,
+            max_time: 1,
+            restarts: 1,
+            extends: u8::from(deep),
+            attempts: 1,
+            ..base.clone()
+        },
+        // A reader and a writer extend while keys expire (early, by a node clock ahead); the
+        // reader re-seats its read on a node that restarted.
+        Params {
+            name: "rw-extend",
+            roles: &[Role::Read, Role::Write],
+            queue_timeout: 2,
+            max_time: d(2, 1),
+            restarts: 1,
+            extends: 1,
+            attempts: 1,
+            ..base.clone()
+        },
+        // Readers that keep coming back (a new read each tick) and a writer: the writer's mark
+        // holds new reads back until it is granted.
+        Params {
+            name: "rw-liveness",
+            clients: 3,
+            roles: &[Role::Read, Role::Read, Role::Write],
+            // The mark holds while it outlives the gap to the writer's next round plus the
+            // clocks' drift (core's writer tries at least twice per queue timeout). Rounds here
+            // are a tick apart and drift is a whole tick: with 2 ticks every mark can lapse
+            // before the writer's next round and a reader slips in each tick (a 90-step run).
+            queue_timeout: 3,
+            max_time: d(5, 3),
+            attempts: d(5, 3) as u8,
+            losses: 1 + u8::from(deep),
+            liveness: true,
             ..base
         },
     ]
@@ -226,6 +280,9 @@ pub fn targets(m: Mutant) -> &'static [&'static str] {
         Mutant::SemaphoreMajority => &["semaphore"],
         Mutant::FairOrderIgnored | Mutant::FairTicketFromClock => &["fair"],
         Mutant::FairNoSweep => &["fair-liveness"],
+        Mutant::ReadUnderWriter | Mutant::WriteOverReaders | Mutant::ReadReleaseDropsKey => &["rw"],
+        Mutant::ReadExtendKeepsKey => &["rw-extend"],
+        Mutant::ReadIgnoresMark => &["rw-liveness"],
     }
 }
 
@@ -248,6 +305,25 @@ mod tests {
             1,
         );
         assert!(m.failure.is_some());
+    }
+
+    #[test]
+    fn a_waiting_writer_is_granted_and_the_rw_mutants_are_caught() {
+        let p = configs(false)
+            .into_iter()
+            .find(|p| p.name == "rw-liveness")
+            .unwrap();
+        assert!(run(p.clone(), 1).failure.is_none());
+        for m in [Mutant::ReadIgnoresMark, Mutant::WriteOverReaders] {
+            let o = run(
+                Params {
+                    mutant: Some(m),
+                    ..p.clone()
+                },
+                1,
+            );
+            assert!(o.failure.is_some_and(|(_, path)| !path.is_empty()), "{m:?}");
+        }
     }
 
     #[test]

@@ -50,10 +50,16 @@ fn main() {
                 format!("FAIL ({prop}; counterexample of {} steps)", path.len())
             }
         };
-        let qt = if p.fair {
+        let qt = if p.fair || !p.roles.is_empty() {
             format!(" queue_timeout={}", p.queue_timeout)
         } else {
             String::new()
+        };
+        let clients = if p.roles.is_empty() {
+            p.clients.to_string()
+        } else {
+            let roles: Vec<String> = p.roles.iter().map(|r| format!("{r:?}")).collect();
+            roles.join(",").to_lowercase()
         };
         let reached: String = o
             .reached
@@ -67,7 +73,7 @@ fn main() {
             "model {:<13} N={} clients={} limit={} Q={} ttl={} drift={} quarantine={}{qt} horizon={} ({bounds}): {verdict}; {} states ({} distinct) in {:.1} s{reached}",
             o.config,
             p.nodes,
-            p.clients,
+            clients,
             p.limit,
             m.q,
             p.ttl,

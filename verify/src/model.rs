@@ -8,9 +8,18 @@
 //! milliseconds its functions take). A tick is one millisecond to core.
 //!
 //! The model is built to grow: a lock is a semaphore with limit 1 here, and the node's admission
-//! rule (`Node::admits`) is the one place a read-write lock (a read admitted beside reads, never
-//! beside a write) or an election (a semaphore of one whose fence is the term) would plug in, with
-//! their properties beside `exclusion` in `check.rs`.
+//! rule (`Node::admits`) is the one place an election (a semaphore of one whose fence is the
+//! term) would plug in. A read-write lock gives each client a [`Role`]: its node scripts live in
+//! `model/rw.rs` (the fair queue's in `model/fair.rs`), and its rounds, tally, validity and
+//! exclusion check are the lock's, two reads being the one pair of holders that do not conflict.
+
+mod fair;
+mod rw;
+mod symmetry;
+
+pub use fair::{Entry, QueueMode};
+pub use rw::{Role, RwOp, RwStep};
+pub use symmetry::canonical;
 
 use std::fmt;
 use std::time::Duration;
@@ -51,11 +60,23 @@ pub enum Mutant {
     /// A new ticket is the client's clock alone, not above the node's ticket counter: a later
     /// waiter whose clock is behind gets an earlier ticket.
     FairTicketFromClock,
+    /// `READ_ACQUIRE` admits a reader even when a writer's token is under the lock key.
+    ReadUnderWriter,
+    /// `WRITE_ACQUIRE` takes the lock key when only readers hold it (the readers' marker counts
+    /// as free).
+    WriteOverReaders,
+    /// `READ_RELEASE` deletes the lock key even when other readers remain.
+    ReadReleaseDropsKey,
+    /// `READ_EXTEND` renews the reader's entry but not the lock key's expiry.
+    ReadExtendKeepsKey,
+    /// `READ_ACQUIRE` admits a new reader while a waiting writer's mark is there (no writer
+    /// preference): readers that keep coming starve the writer.
+    ReadIgnoresMark,
 }
 
 impl Mutant {
     /// Every mutant, in report order.
-    pub const ALL: [Mutant; 11] = [
+    pub const ALL: [Mutant; 16] = [
         Mutant::NoQuarantine,
         Mutant::ReseatWithoutRunIdCheck,
         Mutant::ReseatInQuarantineCounts,
@@ -67,6 +88,11 @@ impl Mutant {
         Mutant::FairNoSweep,
         Mutant::FairOrderIgnored,
         Mutant::FairTicketFromClock,
+        Mutant::ReadUnderWriter,
+        Mutant::WriteOverReaders,
+        Mutant::ReadReleaseDropsKey,
+        Mutant::ReadExtendKeepsKey,
+        Mutant::ReadIgnoresMark,
     ];
 
     /// The name `scripts/verify` prints.
@@ -83,6 +109,11 @@ impl Mutant {
             Mutant::FairNoSweep => "fair-dead-entry-blocks",
             Mutant::FairOrderIgnored => "fair-ticket-order-ignored",
             Mutant::FairTicketFromClock => "fair-ticket-from-clock",
+            Mutant::ReadUnderWriter => "read-admitted-under-writer",
+            Mutant::WriteOverReaders => "write-ignores-readers",
+            Mutant::ReadReleaseDropsKey => "read-release-drops-key",
+            Mutant::ReadExtendKeepsKey => "read-extend-keeps-key-ttl",
+            Mutant::ReadIgnoresMark => "read-ignores-writer-mark",
         }
     }
 }
@@ -131,6 +162,8 @@ pub struct Params {
     pub crashes: u8,
     /// Check that a client is granted by the end (faults bounded; rounds are taken at once).
     pub liveness: bool,
+    /// A read-write lock: what each client asks for (empty: every client takes the plain lock).
+    pub roles: &'static [Role],
     /// The mechanism switched off, if any.
     pub mutant: Option<Mutant>,
 }
@@ -163,6 +196,14 @@ impl Redlock {
         assert!(
             !p.fair || (p.limit == 1 && !p.fencing),
             "the fair queue is modelled for a lock without fencing"
+        );
+        assert!(
+            p.roles.is_empty()
+                || (p.roles.len() == usize::from(p.clients)
+                    && p.limit == 1
+                    && !p.fencing
+                    && !p.fair),
+            "read-write locks are modelled with a role per client, without fencing or fair queues"
         );
         let n = usize::from(p.nodes);
         let q = if p.limit == 1 || p.mutant == Some(Mutant::SemaphoreMajority) {
@@ -244,17 +285,10 @@ pub struct Node {
     pub tickets: u64,
     /// When the queue keys (queue, heartbeats, counter) expire: a join only lengthens it.
     pub queue_until: Tick,
-}
-
-/// A fair waiter's entry in a node's queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Entry {
-    /// Its ticket (the queue's order; ties go by token, as a sorted set orders its members).
-    pub ticket: u64,
-    /// The waiter.
-    pub token: Token,
-    /// The heartbeat's deadline: from then on the entry counts as dead.
-    pub until: Tick,
+    /// A read-write lock's readers: token and true-time expiry, by token.
+    pub readers: Vec<(Token, Tick)>,
+    /// A waiting writer's mark: its token and true-time expiry.
+    pub mark: Option<(Token, Tick)>,
 }
 
 impl Node {
@@ -272,29 +306,14 @@ impl Node {
         self.holders.sort_unstable();
     }
 
-    fn entry(&self, t: Token) -> Option<Entry> {
-        self.queue.iter().copied().find(|e| e.token == t)
-    }
-
-    fn dequeue(&mut self, t: Token) {
-        self.queue.retain(|e| e.token != t);
-    }
-
-    /// The script's `join`: (re)registers the token with its ticket and a fresh heartbeat, raises
-    /// the counter, and keeps the queue keys for `qt` from now.
-    fn join(&mut self, t: Token, ticket: u64, now: Tick, qt: Tick) {
-        self.dequeue(t);
-        let e = Entry {
-            ticket,
-            token: t,
-            until: now + qt,
-        };
-        let at = self
-            .queue
-            .partition_point(|x| (x.ticket, x.token) < (ticket, t));
-        self.queue.insert(at, e);
-        self.tickets = self.tickets.max(ticket);
-        self.queue_until = self.queue_until.max(now + qt);
+    /// A restart without persistence, or a failover: every key and counter is gone.
+    fn lose_data(&mut self) {
+        self.holders.clear();
+        self.counter = 0;
+        self.queue.clear();
+        self.tickets = 0;
+        self.readers.clear();
+        self.mark = None;
     }
 }
 
@@ -324,21 +343,22 @@ pub enum Op {
         mode: QueueMode,
         ticket: u64,
     },
-}
-
-/// What the fair leave script does with a waiter's entries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum QueueMode {
-    /// A failed round's rollback: the key goes if ours; the place in line stays (a fresh
-    /// heartbeat with the ticket).
-    Requeue,
-    /// A waiter that gives up or is cancelled: the key (if ours) and the entry go.
-    Leave,
-    /// After a grant, on a node that did not grant: the entry goes.
-    Dequeue,
+    /// A read-write lock's script.
+    Rw(RwOp),
 }
 
 impl Op {
+    /// Whether the client waits for an answer (a release does not: losing its reply is the
+    /// same as delivering it late).
+    fn replies(self) -> bool {
+        !matches!(
+            self,
+            Op::Release(_)
+                | Op::Queue { .. }
+                | Op::Rw(RwOp::ReadRelease(_) | RwOp::WriteRelease(_))
+        )
+    }
+
     /// Where a fair script stands among one client's fair scripts to one node (they share a
     /// connection, so they run in the order they were sent): its round, acquire before the leave
     /// scripts of that round. `None` for the other requests.
@@ -549,6 +569,8 @@ pub enum Action {
     Cancel { client: u8 },
     /// A client dies silently: its keys and queue entries stay until they expire.
     Crash { client: u8 },
+    /// A read-write lock's keys expire.
+    Rw(RwStep),
 }
 
 impl fmt::Display for Action {
@@ -617,96 +639,29 @@ impl Redlock {
 
     /// Rolls back an acquire everywhere (a release to every node).
     fn rollback(&self, s: &mut State, c: u8, token: Token, refused: u8) {
+        let op = self.undo_op(c, token, s.clients[c as usize].attempts == 0);
+        // A writer that gives up takes its mark away everywhere, refusing nodes included.
+        let everywhere = matches!(op, Op::Rw(RwOp::WriteRelease(_)));
         self.broadcast(s, c, |i| {
-            (refused & (1 << i) == 0).then_some(Op::Release(token))
+            (everywhere || refused & (1 << i) == 0).then_some(op)
         });
         let cl = &mut s.clients[c as usize];
         cl.phase = Phase::Idle;
         cl.next_try = s.now + 1;
-    }
-
-    /// A fair round failed: the keys go and the place in line stays on every node that did not
-    /// refuse (a refusing node set nothing, and kept the entry it refreshed); a waiter out of
-    /// rounds gives up instead and leaves the line everywhere.
-    fn fair_rollback(&self, s: &mut State, c: u8, token: Token, refused: u8) {
-        let (ticket, last) = {
-            let cl = &s.clients[c as usize];
-            (cl.ticket, cl.attempts == 0)
-        };
-        if last {
-            self.leave(s, c, token);
-        } else {
-            self.broadcast(s, c, |i| {
-                (refused & (1 << i) == 0).then_some(Op::Queue {
-                    token,
-                    mode: QueueMode::Requeue,
-                    ticket,
-                })
-            });
-        }
-        let cl = &mut s.clients[c as usize];
-        cl.phase = Phase::Idle;
-        cl.next_try = s.now + 1;
-    }
-
-    /// A fair waiter gives up: it leaves the line on every node (a round of its own, sent after
-    /// whatever the last round sent).
-    fn leave(&self, s: &mut State, c: u8, token: Token) {
-        s.clients[c as usize].round += 1;
-        self.broadcast(s, c, |_| {
-            Some(Op::Queue {
-                token,
-                mode: QueueMode::Leave,
-                ticket: 0,
-            })
-        });
-        let cl = &mut s.clients[c as usize];
-        cl.in_line = false;
-        cl.ticket = 0;
-    }
-
-    /// After a fair grant: the nodes that did not grant keep the entry, which would stall the
-    /// line, so it is dequeued there — at once where the answer is known (a refusal, a vote not
-    /// counted, a reply lost), when the late reply comes where the request is still out.
-    fn fair_granted(&self, s: &mut State, c: u8, token: Token, yes: u8) {
-        let round = s.clients[c as usize].round;
-        let mut out = 0u8;
-        for m in &mut s.net {
-            if let (true, Op::FairAcquire { late, .. }) =
-                (m.client == c && m.round == round, &mut m.op)
-            {
-                *late = true;
-                out |= 1 << m.node;
-            }
-        }
-        s.net.sort_unstable();
-        let dequeue: Vec<bool> = (0..s.nodes.len())
-            .map(|i| (yes | out) & (1 << i) == 0)
-            .collect();
-        self.broadcast(s, c, |i| {
-            dequeue[i].then_some(Op::Queue {
-                token,
-                mode: QueueMode::Dequeue,
-                ticket: 0,
-            })
-        });
-        let cl = &mut s.clients[c as usize];
-        cl.in_line = false;
-        cl.ticket = 0;
-        cl.served = true;
+        cl.in_line &= cl.attempts > 0;
     }
 
     /// The grant: checks exclusion and fence order on the ghost state.
     fn grant(&self, s: &mut State, c: u8, token: Token, t1: Tick, fence: u64, runs: Vec<u8>) {
         let others_valid = (0..s.clients.len())
-            .filter(|&o| o != c as usize && s.valid(o))
+            .filter(|&o| o != c as usize && s.valid(o) && self.conflict(c, o as u8))
             .count();
         if others_valid >= self.p.limit as usize {
             s.exclusion_broken = true;
         }
         if self.p.limit == 1 {
             for (o, cl) in s.clients.iter_mut().enumerate() {
-                if o != c as usize && cl.held.is_some() {
+                if o != c as usize && cl.held.is_some() && self.conflict(c, o as u8) {
                     cl.superseded = true;
                 }
             }
@@ -721,6 +676,8 @@ impl Redlock {
         let cl = &mut s.clients[c as usize];
         cl.phase = Phase::Idle;
         cl.superseded = false;
+        cl.in_line = false;
+        cl.served |= self.p.liveness;
         cl.held = Some(Held {
             token,
             deadline: t1 + self.p.ttl - self.drift,
@@ -803,10 +760,11 @@ impl Redlock {
             } => {
                 let Some(ok) = verdict(&tally) else { return };
                 let others_valid = (0..s.clients.len())
-                    .filter(|&o| o != c as usize && s.valid(o))
+                    .filter(|&o| o != c as usize && s.valid(o) && self.conflict(c, o as u8))
                     .count();
                 let cl = &mut s.clients[c as usize];
                 let held = cl.held.as_mut().expect("extending without a lock");
+                let undo = self.undo_op(c, held.token, false);
                 cl.phase = Phase::Idle;
                 // A lock whose deadline passed before its extension was decided may have been
                 // granted to another meanwhile: it is lost, whatever the votes say.
@@ -828,127 +786,17 @@ impl Redlock {
                     return;
                 }
                 // Failed: take back the re-seats (every re-seated node that did not refuse).
-                let token = held.token;
                 let lost = n - tally.no.count_ones() < q || lapsed;
                 if lost {
                     cl.held = None;
                 }
                 let back = reseat & !tally.no;
                 if lost {
-                    self.broadcast(s, c, |_| Some(Op::Release(token)));
+                    self.broadcast(s, c, |_| Some(undo));
                 } else {
-                    self.broadcast(s, c, |i| {
-                        (back & (1 << i) != 0).then_some(Op::Release(token))
-                    });
+                    self.broadcast(s, c, |i| (back & (1 << i) != 0).then_some(undo));
                 }
             }
-        }
-    }
-
-    /// A queue entry's heartbeat expired on `node`; the ghost notes it when its waiter is still
-    /// in line (the corner: a live waiter that lost its place there).
-    fn expire_entry(&self, s: &mut State, node: u8, t: Token) {
-        let nd = &mut s.nodes[node as usize];
-        let Some(e) = nd.entry(t) else { return };
-        nd.dequeue(t);
-        let c = token_client(t);
-        let cl = &s.clients[c as usize];
-        if cl.in_line && token_of(c, cl.seq) == t {
-            s.lapse = Some((node, c, e.ticket));
-        }
-    }
-
-    /// The fair acquire script on one node (`FAIR_ACQUIRE_SOURCE`): the key is set only when it
-    /// is free and no live entry other than the token heads the line; a request that must wait
-    /// (re)joins with its ticket (a new one above the node's counter and at least the client's
-    /// clock) and is granted after all if that made it the head of a free key. A grant leaves
-    /// the line. The ghost checks the rules on the line as it stood.
-    fn fair_acquire(&self, s: &mut State, node: u8, t: Token, given: u64, clock: u64) -> Ans {
-        let now = s.now;
-        let (ttl, qt) = (self.p.ttl, self.p.queue_timeout);
-        let order_ignored = self.is(Mutant::FairOrderIgnored);
-        let nd = &mut s.nodes[node as usize];
-        // Entries whose heartbeat stopped are gone already (`Action::Tick` sweeps them), unless
-        // the sweep is the mutant's: then only the queue key's expiry drops them.
-        let heads = |nd: &Node| {
-            if order_ignored {
-                nd.queue.is_empty() || nd.entry(t).is_some()
-            } else {
-                nd.queue.first().is_none_or(|e| e.token == t)
-            }
-        };
-        let held = nd.holders.iter().any(|h| h.0 != t);
-        let mut ticket = given;
-        if held || !heads(nd) {
-            if ticket == 0 {
-                ticket = clock;
-                if !self.is(Mutant::FairTicketFromClock) && nd.tickets >= ticket {
-                    ticket = nd.tickets + 1;
-                }
-                // Ghost: a new ticket ranks after every live waiter in this line.
-                if nd.queue.iter().any(|e| e.until > now && e.ticket >= ticket) {
-                    s.ticket_broken = true;
-                }
-            }
-            let nd = &mut s.nodes[node as usize];
-            nd.join(t, ticket, now, qt);
-            if s.lapse
-                .is_some_and(|(n, c, _)| n == node && token_client(t) == c)
-            {
-                s.lapse = None;
-            }
-            let nd = &s.nodes[node as usize];
-            if held || !heads(nd) {
-                return Ans::Fair {
-                    granted: false,
-                    ticket,
-                };
-            }
-        }
-        let nd = &mut s.nodes[node as usize];
-        // Ghost: no live entry in this line ranks before the one that takes the key.
-        let live = |e: &&Entry| e.until > now && e.token != t;
-        let mine = nd.entry(t);
-        let earlier = nd.queue.iter().filter(live).any(|e| match mine {
-            Some(m) => (e.ticket, e.token) < (m.ticket, m.token),
-            None => true,
-        });
-        if earlier {
-            s.order_broken = true;
-        }
-        if let Some((n, c, lapsed)) = s.lapse {
-            let later = mine.is_none_or(|m| m.ticket > lapsed);
-            if n == node && c != token_client(t) && later {
-                s.corner = true;
-            }
-        }
-        let nd = &mut s.nodes[node as usize];
-        nd.holders.retain(|h| h.0 != t);
-        nd.add(t, now + ttl);
-        nd.dequeue(t);
-        Ans::Fair {
-            granted: true,
-            ticket,
-        }
-    }
-
-    /// The fair leave script on one node (`FAIR_LEAVE_SOURCE`).
-    fn fair_leave(&self, s: &mut State, node: u8, t: Token, mode: QueueMode, ticket: u64) {
-        let now = s.now;
-        let qt = self.p.queue_timeout;
-        let nd = &mut s.nodes[node as usize];
-        if mode != QueueMode::Dequeue {
-            nd.holders.retain(|h| h.0 != t);
-        }
-        if mode == QueueMode::Requeue && ticket > 0 {
-            nd.join(t, ticket, now, qt);
-            if s.lapse
-                .is_some_and(|(n, c, _)| n == node && token_client(t) == c)
-            {
-                s.lapse = None;
-            }
-        } else {
-            nd.dequeue(t);
         }
     }
 
@@ -974,6 +822,7 @@ impl Redlock {
                 self.fair_leave(s, node, token, mode, ticket);
                 return None;
             }
+            Op::Rw(op) => return self.rw_request(s, node, op),
             _ => {}
         }
         let now = s.now;
@@ -1012,7 +861,7 @@ impl Redlock {
                 nd.holders.retain(|h| h.0 != t);
                 return None;
             }
-            Op::FairAcquire { .. } | Op::Queue { .. } => return None,
+            Op::FairAcquire { .. } | Op::Queue { .. } | Op::Rw(_) => return None,
         };
         Some((ans, nd.started, nd.promoted))
     }
@@ -1069,7 +918,8 @@ impl Redlock {
         let idle = cl.phase == Phase::Idle;
         // A liveness run's fair client makes one acquire call; otherwise a client may call again
         // after a release (the releaser must not jump the line).
-        let done = self.p.fair && self.p.liveness && cl.served;
+        let done =
+            self.p.liveness && cl.served && (self.p.fair || self.role(c as u8) == Role::Write);
         let acquire = idle && cl.held.is_none() && cl.attempts > 0 && s.now >= cl.next_try && !done;
         let extend = idle && cl.extends > 0 && s.valid(c);
         let release = idle && cl.held.is_some();
@@ -1093,6 +943,8 @@ impl Model for Redlock {
             queue: Vec::new(),
             tickets: 0,
             queue_until: 0,
+            readers: Vec::new(),
+            mark: None,
         };
         let client = Client {
             phase: Phase::Idle,
@@ -1149,8 +1001,9 @@ impl Model for Redlock {
             if release && !self.p.liveness {
                 out.push(Action::Release { client });
             }
-            // A fair liveness run's holder releases at once: the next waiter's turn.
-            if release && self.p.liveness && self.p.fair {
+            // A fair (or read-write) liveness run's holder releases at once: the next waiter's
+            // turn, or the next reader's.
+            if release && self.p.liveness && (self.p.fair || !self.p.roles.is_empty()) {
                 out.push(Action::Release { client });
                 urgent = true;
             }
@@ -1170,11 +1023,12 @@ impl Model for Redlock {
                 continue;
             }
             last = Some(m);
-            // One client's fair scripts to one node share a connection: they run in order.
-            if let Some(mine) = m.op.fair_order(m.round) {
+            // One client's fair scripts to one node share a connection: they run in order (so do
+            // all of a read-write liveness run's requests).
+            if let Some(mine) = self.conn_order(m) {
                 let earlier = s.net.iter().any(|o| {
                     (o.node, o.run, o.client) == (m.node, m.run, m.client)
-                        && o.op.fair_order(o.round).is_some_and(|theirs| theirs < mine)
+                        && self.conn_order(o).is_some_and(|theirs| theirs < mine)
                 });
                 if earlier {
                     continue;
@@ -1183,7 +1037,7 @@ impl Model for Redlock {
             out.push(Action::Deliver(*m));
             urgent = true;
             // A lost request is a request delivered after the horizon (never, here).
-            if s.budget[2] > 0 && !matches!(m.op, Op::Release(_) | Op::Queue { .. }) {
+            if s.budget[2] > 0 && m.op.replies() {
                 out.push(Action::LoseReply(*m));
             }
             if s.budget[3] > 0 {
@@ -1221,6 +1075,7 @@ impl Model for Redlock {
                 out.push(Action::Failover { node });
             }
         }
+        self.rw_actions(s, out);
         // Liveness runs take every enabled step before time moves (no client dawdles).
         if s.now < self.p.max_time && !(self.p.liveness && urgent) {
             out.push(Action::Tick);
@@ -1235,6 +1090,7 @@ impl Model for Redlock {
                 let now = s.now;
                 for nd in &mut s.nodes {
                     nd.holders.retain(|h| h.1 > now);
+                    nd.expire_rw(now);
                 }
                 for i in 0..s.nodes.len() {
                     let sweep = !self.is(Mutant::FairNoSweep);
@@ -1312,6 +1168,7 @@ impl Model for Redlock {
                 s.nodes[node as usize].holders.retain(|h| h.0 != token);
             }
             Action::ExpireEntry { node, token } => self.expire_entry(&mut s, node, token),
+            Action::Rw(step) => self.rw_step(&mut s, step),
             Action::Cancel { client } => {
                 let cl = &mut s.clients[client as usize];
                 let token = token_of(client, cl.seq);
@@ -1333,10 +1190,7 @@ impl Model for Redlock {
                 nd.run += 1;
                 nd.started = now;
                 if !persist {
-                    nd.holders.clear();
-                    nd.counter = 0;
-                    nd.queue.clear();
-                    nd.tickets = 0;
+                    nd.lose_data();
                 }
             }
             Action::Failover { node } => {
@@ -1345,23 +1199,22 @@ impl Model for Redlock {
                 let nd = &mut s.nodes[node as usize];
                 nd.run += 1;
                 nd.promoted = now;
-                nd.holders.clear();
-                nd.counter = 0;
-                nd.queue.clear();
-                nd.tickets = 0;
+                nd.lose_data();
             }
             Action::Acquire { client } => {
                 let now = s.now;
                 let runs: Vec<u8> = s.nodes.iter().map(|n| n.run).collect();
                 let clock = self.wall(client, now);
                 let fair = self.p.fair;
+                let calls = self.keeps_token(client);
                 let cl = &mut s.clients[client as usize];
                 cl.attempts -= 1;
-                // A fair call keeps its token (its place in line) from round to round.
-                if !(fair && cl.in_line) {
+                // A fair call keeps its token (its place in line) from round to round, and so
+                // does a read-write lock's (core's call has one token; the writer's mark is it).
+                if !(calls && cl.in_line) {
                     cl.seq += 1;
                 }
-                cl.in_line = fair;
+                cl.in_line = calls;
                 cl.round += 1;
                 let token = token_of(client, cl.seq);
                 let ticket = cl.ticket;
@@ -1381,7 +1234,8 @@ impl Model for Redlock {
                         })
                     });
                 } else {
-                    self.broadcast(&mut s, client, |_| Some(Op::Acquire(token)));
+                    let op = self.acquire_op(client, token);
+                    self.broadcast(&mut s, client, |_| Some(op));
                 }
             }
             Action::Extend { client } => {
@@ -1406,10 +1260,7 @@ impl Model for Redlock {
                     reseat,
                 };
                 self.broadcast(&mut s, client, |i| {
-                    Some(Op::Extend {
-                        token,
-                        reseat: reseat & (1 << i) != 0,
-                    })
+                    Some(self.extend_op(client, token, reseat & (1 << i) != 0))
                 });
             }
             Action::Release { client } => {
@@ -1418,9 +1269,7 @@ impl Model for Redlock {
                 // longer, as a later release would (rollbacks, below, are messages).
                 let token = cl.held.take().expect("release without a lock").token;
                 cl.round += 1;
-                for nd in &mut s.nodes {
-                    nd.holders.retain(|h| h.0 != token);
-                }
+                self.release_now(&mut s, client, token);
             }
         }
         s.prune();
@@ -1428,10 +1277,17 @@ impl Model for Redlock {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        let mut props = vec![Property::always(
-            "exclusion: never more valid holders than the limit, and a holder superseded by a later grant is never valid again",
-            |_, s: &State| !s.exclusion_broken,
-        )];
+        let mut props = vec![if self.p.roles.is_empty() {
+            Property::always(
+                "exclusion: never more valid holders than the limit, and a holder superseded by a later grant is never valid again",
+                |_, s: &State| !s.exclusion_broken,
+            )
+        } else {
+            Property::always(
+                "rw exclusion: a write is never valid while another client's read, write or plain lock is, nor a read while a plain lock is; a holder superseded by a later conflicting grant is never valid again",
+                |_, s: &State| !s.exclusion_broken,
+            )
+        }];
         if self.p.fencing {
             props.push(Property::always(
                 "fences strictly increase across grants",
@@ -1462,6 +1318,17 @@ impl Model for Redlock {
                 "corner: a waiter still in line loses its entry on a node to heartbeat expiry, and that node lets a later ticket take the key",
                 |_, s: &State| s.corner,
             ));
+        } else if self.p.liveness && !self.p.roles.is_empty() {
+            props.push(Property::always(
+                "writer preference: a waiting writer is granted while new readers keep coming",
+                |m: &Redlock, s: &State| {
+                    let mut next = Vec::new();
+                    m.actions(s, &mut next);
+                    let writer =
+                        |(c, cl): (usize, &Client)| m.role(c as u8) != Role::Write || cl.served;
+                    !next.is_empty() || s.clients.iter().enumerate().all(writer)
+                },
+            ));
         } else if self.p.liveness {
             props.push(Property::always(
                 "liveness: a free resource is granted once faults stop",
@@ -1482,98 +1349,4 @@ impl Model for Redlock {
     fn format_action(&self, action: &Action) -> String {
         action.to_string()
     }
-}
-
-/// The state with its nodes in a canonical order: nodes are interchangeable, so states that
-/// differ only by naming them are one (symmetry reduction).
-pub fn canonical(s: &State) -> State {
-    let n = s.nodes.len();
-    let bit = |mask: u8, i: usize| (mask >> i) & 1;
-    let key = |i: usize| {
-        let mut msgs: Vec<Msg> = s
-            .net
-            .iter()
-            .filter(|m| m.node as usize == i)
-            .map(|m| Msg { node: 0, ..*m })
-            .collect();
-        msgs.sort_unstable();
-        let per_client: Vec<(u8, u8, u8, u8, u8, u8)> = s
-            .clients
-            .iter()
-            .map(|c| {
-                let seat = c.held.as_ref().map_or(0, |h| h.seats[i]);
-                match &c.phase {
-                    Phase::Idle => (0, 0, 0, 0, 0, seat),
-                    Phase::Acquire { tally, runs, .. } | Phase::Fence { tally, runs, .. } => (
-                        bit(tally.yes, i),
-                        bit(tally.not_eligible, i),
-                        bit(tally.no, i),
-                        runs[i],
-                        0,
-                        seat,
-                    ),
-                    Phase::Extend {
-                        tally,
-                        runs,
-                        reseat,
-                        ..
-                    } => (
-                        bit(tally.yes, i),
-                        bit(tally.not_eligible, i),
-                        bit(tally.no, i),
-                        runs[i],
-                        bit(*reseat, i),
-                        seat,
-                    ),
-                }
-            })
-            .collect();
-        (s.nodes[i].clone(), msgs, per_client)
-    };
-    let keys: Vec<_> = (0..n).map(key).collect();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
-    if order.iter().enumerate().all(|(new, &old)| new == old) {
-        return s.clone();
-    }
-    // new index of each old index
-    let mut to = vec![0usize; n];
-    for (new, &old) in order.iter().enumerate() {
-        to[old] = new;
-    }
-    let remap = |mask: u8| (0..n).fold(0u8, |acc, old| acc | (((mask >> old) & 1) << to[old]));
-    let permute = |v: &Vec<u8>| order.iter().map(|&old| v[old]).collect::<Vec<u8>>();
-    let mut t = s.clone();
-    t.nodes = order.iter().map(|&old| s.nodes[old].clone()).collect();
-    for m in &mut t.net {
-        m.node = to[m.node as usize] as u8;
-    }
-    t.net.sort_unstable();
-    for c in &mut t.clients {
-        if let Some(h) = &mut c.held {
-            h.seats = permute(&h.seats);
-        }
-        match &mut c.phase {
-            Phase::Idle => {}
-            Phase::Acquire { tally, runs, .. } | Phase::Fence { tally, runs, .. } => {
-                tally.yes = remap(tally.yes);
-                tally.not_eligible = remap(tally.not_eligible);
-                tally.no = remap(tally.no);
-                *runs = permute(runs);
-            }
-            Phase::Extend {
-                tally,
-                runs,
-                reseat,
-                ..
-            } => {
-                tally.yes = remap(tally.yes);
-                tally.not_eligible = remap(tally.not_eligible);
-                tally.no = remap(tally.no);
-                *runs = permute(runs);
-                *reseat = remap(*reseat);
-            }
-        }
-    }
-    t
 }
