@@ -400,8 +400,10 @@ def test_asyncio_candidates_lead_in_order_and_observers_follow(cluster3: Cluster
     assert a_term < b_term < c_term
     assert out["woken"] < 2.0, "woken by the resignation, not a 3 s retry"
     leaders = [(s.value, s.term) for s in out["seen"] if s is not None]
-    # Every leader, in order (A's proclaim may be seen as a change of its own).
-    assert [v for v, _ in leaders if v != "a:2"] == ["a:1", "b:1", "c:1"], leaders
+    # The leaders in order (A's proclaim may be seen as a change of its own). B resigns as soon
+    # as it is granted: a reign that ends before the observer's next read is not delivered.
+    names = [v for v, _ in leaders if v != "a:2"]
+    assert names in (["a:1", "b:1", "c:1"], ["a:1", "c:1"]), leaders
     assert [t for _, t in leaders] == sorted(t for _, t in leaders)
     assert {t for _, t in leaders} == {a_term, b_term, c_term}
     assert out["seen"][0] is None and out["seen"][-1] is None
