@@ -405,7 +405,7 @@ def test_asyncio_candidates_lead_in_order_and_observers_follow(cluster3: Cluster
     names = [v for v, _ in leaders if v != "a:2"]
     assert names in (["a:1", "b:1", "c:1"], ["a:1", "c:1"]), leaders
     assert [t for _, t in leaders] == sorted(t for _, t in leaders)
-    assert {t for _, t in leaders} == {a_term, b_term, c_term}
+    assert {t for _, t in leaders} in ({a_term, b_term, c_term}, {a_term, c_term})
     assert out["seen"][0] is None and out["seen"][-1] is None
     assert wait_until(lambda: nobody_left(cluster3, name))
 
