@@ -453,22 +453,25 @@ return 2
 pub(crate) static READ_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(READ_EXTEND_SOURCE));
 
 /// Sets the lock key to the writer's token when nothing holds it — no reader, no writer, no plain
-/// lock (a key holding our own token, a late reply of an earlier round, is taken as ours) — and
-/// takes away the writer's own mark. Refused, the writer leaves (or renews) its mark, unless
-/// another writer's mark is there. KEYS: the lock key, its writer mark key and, with fencing,
+/// lock (a key holding our own token, a late reply of an earlier round, is taken as ours).
+/// Granted or refused, the writer leaves (or renews) its mark there, unless another writer's
+/// mark is: should a round that set the key fail, its rollback leaves the node still held back
+/// for the writer (taking the mark away at the grant, or not renewing it, let a new reader take
+/// that node first, round after round, while a node was quarantined: found by the protocol
+/// model). The writer's release, or giving up, takes the mark away; it expires a queue timeout
+/// after the writer's last round anyway. KEYS: the lock key, its writer mark key and, with fencing,
 /// its fence counter key. ARGV: token, ttl_ms, fencing (0/1), mark_ms. Returns
 /// `{1, fence_counter}` when set, `{0, 1}` when a writer or plain lock holds the key, `{0, 2}`
 /// when readers do.
 pub const WRITE_ACQUIRE_SOURCE: &str = r#"
 local v = redis.call('GET', KEYS[1])
+local m = redis.call('GET', KEYS[2])
+if not m or m == ARGV[1] then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[4]) end
 if v and v ~= ARGV[1] then
-  local m = redis.call('GET', KEYS[2])
-  if not m or m == ARGV[1] then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[4]) end
   if v == 'ironlock readers' then return {0, 2} end
   return {0, 1}
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 local fence = 0
 if ARGV[3] == "1" then fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0 end
 return {1, fence}

@@ -1090,9 +1090,9 @@ static void test_rwlock(harness *h) {
         pthread_join(t, NULL);
         CHECK_STATUS(wt.status, IRONLOCK_OK, NULL);
         CHECK(wt.lock && ironlock_lock_access(wt.lock) == IRONLOCK_ACCESS_WRITE);
-        /* Granted, its mark is gone everywhere. */
-        for (int node = 0; node < h->nodes; node++) CHECK(redis_int_settled(h, node, command) == 0);
+        /* Its release takes its mark away everywhere. */
         if (wt.lock) { CHECK(ironlock_lock_finish(wt.lock) == IRONLOCK_OK); ironlock_lock_free(wt.lock); }
+        for (int node = 0; node < h->nodes; node++) CHECK(redis_int_settled(h, node, command) == 0);
     }
 
 cleanup:

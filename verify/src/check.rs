@@ -34,7 +34,7 @@ pub fn configs(deep: bool) -> Vec<Params> {
     };
     let d = |ci: i16, more: i16| if deep { ci + more } else { ci };
     let one = u8::from(deep) + 1;
-    vec![
+    let mut configs = vec![
         // Node restarts, with and without data, while a lock is held and contended.
         Params {
             name: "restart",
@@ -182,9 +182,27 @@ pub fn configs(deep: bool) -> Vec<Params> {
             attempts: d(5, 3) as u8,
             losses: 1 + u8::from(deep),
             liveness: true,
-            ..base
+            ..base.clone()
         },
-    ]
+    ];
+    if deep {
+        // The writer's preference with a node restarted (quarantined, so neither side has a
+        // node to spare) and a lost reply, over 8 ticks: a granted writer's round that fails
+        // must leave its mark where it set the key (before, a 140-step run passed it over).
+        configs.push(Params {
+            name: "rw-liveness-restart",
+            clients: 3,
+            roles: &[Role::Read, Role::Read, Role::Write],
+            queue_timeout: 3,
+            max_time: 8,
+            attempts: 8,
+            restarts: 1,
+            losses: 1,
+            liveness: true,
+            ..base
+        });
+    }
+    configs
 }
 
 /// What one exhaustive run found.

@@ -32,8 +32,8 @@ pub enum RwOp {
     /// `READ_ACQUIRE`: admitted unless a token holds K, or (for a token not reading yet) a
     /// writer's mark is there.
     Read(Token),
-    /// `WRITE_ACQUIRE`: K set to the token when nothing holds it, the writer's own mark taken
-    /// away; refused, the writer leaves (or renews) its mark unless another writer's is there.
+    /// `WRITE_ACQUIRE`: K set to the token when nothing holds it; granted or refused, the writer
+    /// leaves (or renews) its mark unless another writer's is there.
     Write(Token),
     /// `READ_EXTEND`: renews a read still there unless a token holds K; with `reseat`, admits an
     /// absent one again (the mark does not stop it).
@@ -219,16 +219,15 @@ impl Redlock {
                     None => true,
                     Some(v) => v == t || (v == READERS && self.is(Mutant::WriteOverReaders)),
                 };
+                // Granted or refused, the writer leaves (or renews) its mark, unless another
+                // writer's is there (its release or giving up takes it away).
+                if nd.mark.is_none_or(|m| m.0 == t) {
+                    nd.mark = Some((t, now + qt));
+                }
                 if free {
                     nd.holders = vec![(t, now + ttl)];
-                    if nd.mark.is_some_and(|m| m.0 == t) {
-                        nd.mark = None;
-                    }
                     Ans::Yes(nd.counter)
                 } else {
-                    if nd.mark.is_none_or(|m| m.0 == t) {
-                        nd.mark = Some((t, now + qt));
-                    }
                     Ans::No
                 }
             }
