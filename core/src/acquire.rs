@@ -201,7 +201,7 @@ pub(crate) async fn acquire_leadership(
     ttl: Duration,
     wait: Option<Duration>,
 ) -> Result<Lock> {
-    validate_resource(name)?;
+    crate::config::validate_election_name(name)?;
     let options = AcquireOptions {
         wait: Some(wait.unwrap_or(Duration::MAX)),
         fencing: true,

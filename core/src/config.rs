@@ -636,7 +636,7 @@ pub fn validate_resources<S: AsRef<str>>(resources: &[S]) -> Result<()> {
     let mut seen = (resources.len() > 8).then(|| HashSet::with_capacity(resources.len()));
     for (i, r) in resources.iter().enumerate() {
         let r = r.as_ref();
-        check_name(|| format!("resources[{i}]"), r)?;
+        check_name(|| format!("resources[{i}]"), "resource", r)?;
         let duplicate = match seen.as_mut() {
             Some(seen) => !seen.insert(r),
             None => resources[..i].iter().any(|p| p.as_ref() == r),
@@ -655,19 +655,23 @@ pub fn validate_resources<S: AsRef<str>>(resources: &[S]) -> Result<()> {
 /// semaphore, fair queue, heartbeats, tickets). A resource whose name ends in one would share a
 /// key with another resource's (`job:ironlock:fence` is `job`'s fence counter), so such names
 /// are refused.
-pub const RESERVED_SUFFIXES: [&str; 6] = [
+pub const RESERVED_SUFFIXES: [&str; 9] = [
     ":ironlock:fence",
     ":ironlock:semaphore",
     ":ironlock:queue",
     ":ironlock:beats",
     ":ironlock:ticket",
     ":ironlock:limit",
+    ":ironlock:readers",
+    ":ironlock:writer",
+    ":ironlock:leader",
 ];
 
-/// One resource name: not empty, not ending in a [`RESERVED_SUFFIXES`] entry; `what` names it.
-fn check_name(what: impl Fn() -> String, r: &str) -> Result<()> {
+/// One name: not empty, not ending in a [`RESERVED_SUFFIXES`] entry; `what` names the
+/// argument, `noun` what it names ("resource", "election").
+fn check_name(what: impl Fn() -> String, noun: &str, r: &str) -> Result<()> {
     if r.is_empty() {
-        return Err(Error::invalid(format!("{}: empty resource name", what())));
+        return Err(Error::invalid(format!("{}: empty {noun} name", what())));
     }
     if let Some(suffix) = RESERVED_SUFFIXES.iter().find(|s| r.ends_with(*s)) {
         return Err(Error::invalid(format!(
@@ -682,7 +686,13 @@ fn check_name(what: impl Fn() -> String, r: &str) -> Result<()> {
 /// Checks one resource name (a semaphore's): not empty, not ending in one of the
 /// [`RESERVED_SUFFIXES`]. Errors name the argument `resource`.
 pub fn validate_resource(name: &str) -> Result<()> {
-    check_name(|| "resource".to_owned(), name)
+    check_name(|| "resource".to_owned(), "resource", name)
+}
+
+/// Checks an election's name as [`validate_resource`] checks a resource's (it is the election's
+/// lock key); errors name the argument `name`.
+pub fn validate_election_name(name: &str) -> Result<()> {
+    check_name(|| "name".to_owned(), "election", name)
 }
 
 /// Turns raw bytes (from C) into a resource name, naming the argument when they are not UTF-8.

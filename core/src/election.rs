@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::acquire;
 use crate::cluster::Cluster;
-use crate::config::{cut, validate_resource};
+use crate::config::{cut, validate_election_name};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lock::{KeepAlive, Lock, Released};
 use crate::manager::LockManager;
@@ -103,7 +103,7 @@ impl Election {
 
     /// A stream of the changes of leader ([`Observer::next`]), starting with the current one.
     pub fn observe(&self) -> Result<Observer> {
-        validate_resource(&self.name)?;
+        validate_election_name(&self.name)?;
         let cluster = &self.manager.cluster;
         cluster.check_open()?;
         let key = cluster.key(&self.name);
@@ -319,7 +319,7 @@ async fn read_views(
     cluster: &Arc<Cluster>,
     name: &str,
 ) -> Result<(Vec<Option<NodeView>>, Duration)> {
-    validate_resource(name)?;
+    validate_election_name(name)?;
     cluster.check_open()?;
     let key = cluster.key(name);
     let mut pipe = redis::pipe();

@@ -55,7 +55,8 @@ pub use acquire::{AcquireOptions, MAX_SEMAPHORE_LIMIT};
 pub use config::{
     Config, NodeParts, NodeTls, RESERVED_SUFFIXES, agree_sentinel_login, cut, defaults,
     duration_from_millis_f64, duration_from_secs_f64, node_url, nodes_from_env, redact_url,
-    resource_from_bytes, split_node_list, validate_resource, validate_resources,
+    resource_from_bytes, split_node_list, validate_election_name, validate_resource,
+    validate_resources,
 };
 pub use drain::{drain, drain_blocking};
 pub use election::{

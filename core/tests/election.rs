@@ -162,7 +162,13 @@ async fn bad_input_names_its_argument() {
     let e = m.election("");
     assert_eq!(
         e.campaign("v", SEC).await.unwrap_err().message(),
-        "resource: empty resource name"
+        "name: empty election name"
+    );
+    let err = m.election("e:ironlock:queue").leader().await.unwrap_err();
+    assert!(
+        err.message()
+            .starts_with("name: a name ending in \":ironlock:queue\""),
+        "{err}"
     );
     let e = m.election("ok");
     let long = "v".repeat(ironlock::MAX_ELECTION_VALUE_LEN + 1);

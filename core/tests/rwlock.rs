@@ -285,6 +285,19 @@ async fn bad_input_names_its_argument() {
             .starts_with("min_hold: applies to locks, not to read-write locks"),
         "{e}"
     );
+    // The keys a read-write lock and an election keep beside a lock key are no one's resource.
+    for suffix in [":ironlock:readers", ":ironlock:writer", ":ironlock:leader"] {
+        let e = m
+            .acquire(&[format!("r{{r}}{suffix}")], SEC)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(
+            e.message()
+                .contains("would share a key that ironlock keeps for \"r{r}\""),
+            "{e}"
+        );
+    }
     let e = m.rw_lock("").read(SEC).await.unwrap_err();
     assert_eq!(e.message(), "resource: empty resource name", "{e}");
     let e = rw.write(Duration::ZERO).await.unwrap_err();

@@ -125,16 +125,7 @@ fn cut(s: &str) -> String {
 unsafe fn election_name<'a>(ptr: *const c_char) -> Result<&'a str> {
     // SAFETY: forwarded caller contract.
     let name = unsafe { arg_str(ptr, "name") }?;
-    ironlock::validate_resource(name).map_err(|e| {
-        // The core names the argument `resource`; here it is `name`.
-        match e.message().strip_prefix("resource: ") {
-            Some(rest) => invalid(format!(
-                "name: {}",
-                rest.replace("empty resource name", "empty election name")
-            )),
-            None => e,
-        }
-    })?;
+    ironlock::validate_election_name(name)?;
     Ok(name)
 }
 

@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use ironlock::{Error, ErrorKind};
 use napi::bindgen_prelude::{BigInt, Object};
 use napi::{Env, Result};
 use napi_derive::napi;
@@ -18,24 +17,6 @@ use crate::lock::NativeLock;
 use crate::manager::{CancelToken, Core, unless_cancelled};
 use crate::runtime::{EnvScope, until_set};
 use crate::settings::millis;
-
-/// A core error about the election's name in the words of the JS call: the argument is `name`
-/// (the core names it `resource`).
-fn named(e: Error) -> Error {
-    if e.kind() != ErrorKind::InvalidArgument {
-        return e;
-    }
-    match e.message().strip_prefix("resource: ") {
-        Some(rest) => Error::new(
-            e.kind(),
-            format!(
-                "name: {}",
-                rest.replace("empty resource name", "empty election name")
-            ),
-        ),
-        None => e,
-    }
-}
 
 /// Who leads an election, from a quorum read.
 #[napi(object)]
@@ -91,7 +72,7 @@ pub struct NativeElection {
 impl NativeElection {
     /// The election `name`; INVALID_ARGUMENT (`name: …`) for a name the core refuses.
     pub(crate) fn new(core: Arc<Core>, scope: Arc<EnvScope>, name: String) -> Result<Self> {
-        ironlock::validate_resource(&name).map_err(|e| to_napi(named(e)))?;
+        ironlock::validate_election_name(&name).map_err(to_napi)?;
         Ok(NativeElection { core, scope, name })
     }
 }
@@ -132,7 +113,7 @@ impl NativeElection {
                 unless_cancelled(campaign, cancelled, exited, "campaign")
                     .await?
                     .map(|l| Done::Leadership(NativeLeadership::new(l, completer, scope)))
-                    .map_err(|e| to_napi(named(in_node_words(e, "durationMs"))))
+                    .map_err(|e| to_napi(in_node_words(e, "durationMs")))
             });
             Ok(())
         })
@@ -148,9 +129,7 @@ impl NativeElection {
             self.scope.promise(env, async move {
                 let m = manager.await.map_err(to_napi)?;
                 let leader = m.election(name).leader().await;
-                Ok(leader
-                    .map_err(|e| to_napi(named(e)))?
-                    .map(NativeLeader::from))
+                Ok(leader.map_err(to_napi)?.map(NativeLeader::from))
             })
         })
     }
@@ -368,7 +347,7 @@ impl NativeObserver {
                         watching.observer.lock().await.take();
                         Ok(LeaderChange::ended())
                     }
-                    Err(e) => Err(to_napi(named(e))),
+                    Err(e) => Err(to_napi(e)),
                 }
             })
         })

@@ -25,16 +25,8 @@ const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// The election's name: a str, not empty, not ending in a suffix ironlock keeps for its own keys.
 fn checked_name(v: &Bound<'_, PyAny>) -> PyResult<String> {
     let name = convert::text("name", v)?;
-    if let Err(e) = ironlock::validate_resource(&name) {
-        // The core names the argument `resource`; here it is `name`.
-        let message = match e.message().strip_prefix("resource: ") {
-            Some(rest) => format!(
-                "name: {}",
-                rest.replace("empty resource name", "empty election name")
-            ),
-            None => e.message().to_owned(),
-        };
-        return Err(error::invalid(v.py(), message));
+    if let Err(e) = ironlock::validate_election_name(&name) {
+        return Err(error::invalid(v.py(), e.message().to_owned()));
     }
     Ok(name)
 }
