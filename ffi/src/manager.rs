@@ -257,23 +257,20 @@ pub unsafe extern "C" fn ironlock_acquire_permit(
     opts: *const ironlock_acquire_opts,
     out: *mut *mut ironlock_lock,
 ) -> ironlock_status {
-    call(|| {
-        report::set(None);
-        // SAFETY: forwarded caller contract.
-        let m = unsafe { arg_ref(manager.cast_const(), "manager") }?;
-        // SAFETY: forwarded caller contract.
-        let name = unsafe { arg_str(resource, "resource") }?;
-        // SAFETY: forwarded caller contract.
-        let options = unsafe { opts.as_ref() }
-            .map(|o| o.options.clone())
-            .unwrap_or_default();
-        let out = arg_out(out, "out")?;
-        let ttl = Duration::from_millis(ttl_ms);
-        let semaphore = m.manager().semaphore(name, limit);
-        let result = m.rt.block_on(semaphore.acquire_with(ttl, options))?;
-        // SAFETY: `out` checked non-NULL above.
-        unsafe { hand_out(m, result, out) }
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        acquire_one(
+            manager,
+            resource,
+            ttl_ms,
+            opts,
+            out,
+            |m, name, ttl, options| {
+                let semaphore = m.manager().semaphore(name, limit);
+                m.rt.block_on(semaphore.acquire_with(ttl, options))
+            },
+        )
+    }
 }
 
 /// Acquires the read (shared) side of the read-write lock `resource` for `ttl_ms`
@@ -336,8 +333,7 @@ pub unsafe extern "C" fn ironlock_acquire_write(
     unsafe { acquire_rw(manager, resource, Access::Write, ttl_ms, opts, out) }
 }
 
-/// The body of `ironlock_acquire_read` and `ironlock_acquire_write`: the arguments checked in
-/// the order of `ironlock_acquire_permit`, then one acquire of that side.
+/// The body of `ironlock_acquire_read` and `ironlock_acquire_write`: one acquire of that side.
 ///
 /// # Safety
 /// As `ironlock_acquire_read`.
@@ -348,6 +344,45 @@ unsafe fn acquire_rw(
     ttl_ms: u64,
     opts: *const ironlock_acquire_opts,
     out: *mut *mut ironlock_lock,
+) -> ironlock_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        acquire_one(
+            manager,
+            resource,
+            ttl_ms,
+            opts,
+            out,
+            |m, name, ttl, options| {
+                let rw = m.manager().rw_lock(name);
+                match access {
+                    Access::Read => m.rt.block_on(rw.read_with(ttl, options)),
+                    Access::Write => m.rt.block_on(rw.write_with(ttl, options)),
+                }
+            },
+        )
+    }
+}
+
+/// The body of the acquires of one named resource (a permit, a read, a write): the arguments
+/// checked in one order (manager, resource, out), then `acquire` (blocking on the manager's
+/// runtime) and its outcome handed out.
+///
+/// # Safety
+/// `manager` is NULL or a live manager; `resource` is NULL or a NUL-terminated string; `opts`
+/// is NULL or live; `out` is NULL or writable.
+unsafe fn acquire_one(
+    manager: *mut ironlock_manager,
+    resource: *const c_char,
+    ttl_ms: u64,
+    opts: *const ironlock_acquire_opts,
+    out: *mut *mut ironlock_lock,
+    acquire: impl FnOnce(
+        &ironlock_manager,
+        &str,
+        Duration,
+        ironlock::AcquireOptions,
+    ) -> ironlock::Result<ironlock::Result<ironlock::Lock>>,
 ) -> ironlock_status {
     call(|| {
         report::set(None);
@@ -360,12 +395,7 @@ unsafe fn acquire_rw(
             .map(|o| o.options.clone())
             .unwrap_or_default();
         let out = arg_out(out, "out")?;
-        let ttl = Duration::from_millis(ttl_ms);
-        let rw = m.manager().rw_lock(name);
-        let result = match access {
-            Access::Read => m.rt.block_on(rw.read_with(ttl, options))?,
-            Access::Write => m.rt.block_on(rw.write_with(ttl, options))?,
-        };
+        let result = acquire(m, name, Duration::from_millis(ttl_ms), options)?;
         // SAFETY: `out` checked non-NULL above.
         unsafe { hand_out(m, result, out) }
     })
