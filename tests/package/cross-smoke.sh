@@ -18,7 +18,7 @@ package_tools "$T"
 echo "cross-smoke: cargo zigbuild -p ironlock-cli --target $T (at $((SECONDS - start))s)"
 nice cargo zigbuild --quiet -p ironlock-cli --target "$T"
 exe="$CARGO_TARGET_DIR/$T/debug/ironlock"
-[ -x target/debug/ironlock-harness ] || cargo build --quiet -p ironlock-harness
+[ -x target/debug/ironlock-harness ] || CARGO_TARGET_DIR="$PWD/target" cargo build --quiet -p ironlock-harness
 echo "cross-smoke: built (at $((SECONDS - start))s); running it under qemu"
 python3 - "$exe" <<'PY'
 import json, os, re, subprocess, sys
