@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ironlock::{AcquireOptions, Config, Lock, LockManager, SettingKind, SettingValue, Vote};
+use ironlock::{
+    AcquireOptions, Config, Leadership, Lock, LockManager, SettingKind, SettingValue, Vote,
+};
 use serde_json::Value;
 
 /// Commands of `redis` steps that only read, so that a mismatch may be retried.
@@ -73,10 +75,18 @@ fn check_votes(step: &Value, report: Option<&ironlock::Report>, ctx: &str) {
     }
 }
 
-fn expand(v: &Value, locks: &HashMap<String, Lock>) -> Value {
-    match v.as_str() {
-        Some(s) if s.starts_with('$') => Value::String(locks[&s[1..]].token().to_owned()),
-        _ => v.clone(),
+/// `"$a"` stands for the token of lock (or leadership) `a`.
+fn expand(
+    v: &Value,
+    locks: &HashMap<String, Lock>,
+    leaders: &HashMap<String, Leadership>,
+) -> Value {
+    match v.as_str().and_then(|s| s.strip_prefix('$')) {
+        Some(name) => Value::String(match locks.get(name) {
+            Some(l) => l.token().to_owned(),
+            None => leaders[name].lock().token().to_owned(),
+        }),
+        None => v.clone(),
     }
 }
 
@@ -118,6 +128,7 @@ async fn run(sc: Value, mut cluster: common::Cluster, user: Option<&'static str>
         .await
         .unwrap();
     let mut locks: HashMap<String, Lock> = HashMap::new();
+    let mut leaders: HashMap<String, Leadership> = HashMap::new();
     let mut keepers = Vec::new();
     for (i, step) in sc["steps"].as_array().unwrap().iter().enumerate() {
         let op = step["op"].as_str().unwrap();
@@ -242,7 +253,7 @@ async fn run(sc: Value, mut cluster: common::Cluster, user: Option<&'static str>
                 let refs: Vec<&str> = args.iter().map(String::as_str).collect();
                 let matches = |got: &Value| {
                     step.get("expect")
-                        .is_none_or(|exp| *got == expand(exp, &locks))
+                        .is_none_or(|exp| *got == expand(exp, &locks, &leaders))
                         && step.get("expect_gt").is_none_or(|gt| {
                             got.as_i64().unwrap_or(i64::MIN) > gt.as_i64().unwrap()
                         })
@@ -262,10 +273,72 @@ async fn run(sc: Value, mut cluster: common::Cluster, user: Option<&'static str>
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 };
                 if let Some(exp) = step.get("expect") {
-                    assert_eq!(got, expand(exp, &locks), "{ctx}: {args:?}");
+                    assert_eq!(got, expand(exp, &locks, &leaders), "{ctx}: {args:?}");
                 }
                 if let Some(gt) = step.get("expect_gt") {
                     assert!(got.as_i64().unwrap() > gt.as_i64().unwrap(), "{ctx}: {got}");
+                }
+            }
+            "campaign" => {
+                let election = manager.election(step["election"].as_str().unwrap());
+                let r = election
+                    .campaign_with(
+                        step["value"].as_str().unwrap(),
+                        ms(&step["ttl_ms"]),
+                        step.get("wait_ms").map(ms),
+                    )
+                    .await;
+                let got = r.as_ref().map_or_else(|e| e.kind().code(), |_| "ok");
+                assert_eq!(got, step["expect"].as_str().unwrap(), "{ctx}: {r:?}");
+                check_message(
+                    step,
+                    r.as_ref().err().map(|e| e.message().to_owned()),
+                    &urls,
+                    &ctx,
+                );
+                if let Ok(l) = r {
+                    leaders.insert(step["as"].as_str().unwrap().to_owned(), l);
+                }
+            }
+            "proclaim" => {
+                let l = &leaders[step["leadership"].as_str().unwrap()];
+                let r = l.proclaim(step["value"].as_str().unwrap()).await;
+                assert_eq!(code(&r), step["expect"].as_str().unwrap(), "{ctx}: {r:?}");
+            }
+            "resign" => {
+                leaders[step["leadership"].as_str().unwrap()].resign().await;
+            }
+            "expect_leading" => {
+                let l = &leaders[step["leadership"].as_str().unwrap()];
+                assert_eq!(l.is_leader(), step["leading"].as_bool().unwrap(), "{ctx}");
+            }
+            "expect_terms_increasing" => {
+                let terms: Vec<u64> = step["leaderships"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| leaders[n.as_str().unwrap()].term())
+                    .collect();
+                assert!(terms.windows(2).all(|w| w[0] < w[1]), "{ctx}: {terms:?}");
+            }
+            "leader" => {
+                let r = manager
+                    .election(step["election"].as_str().unwrap())
+                    .leader()
+                    .await;
+                let want = &step["expect"];
+                match (r, want.as_str()) {
+                    (Err(e), Some(code)) => assert_eq!(e.kind().code(), code, "{ctx}: {e:?}"),
+                    (Ok(None), None) => assert!(want.is_null(), "{ctx}: nobody leads, want {want}"),
+                    (Ok(Some(who)), None) => {
+                        assert!(!want.is_null(), "{ctx}: {who:?} leads, want nobody");
+                        let l = &leaders[want["leadership"].as_str().unwrap()];
+                        assert_eq!(who.value, want["value"].as_str().unwrap(), "{ctx}");
+                        assert_eq!(who.term, l.term(), "{ctx}");
+                        assert_eq!(who.token, l.lock().token(), "{ctx}");
+                        assert!(who.validity > Duration::ZERO, "{ctx}: {who:?}");
+                    }
+                    (r, _) => panic!("{ctx}: {r:?}, want {want}"),
                 }
             }
             "kill" => cluster.kill(node()).unwrap(),

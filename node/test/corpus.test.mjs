@@ -63,6 +63,12 @@ const FIELDS = {
   pause: ['node'],
   resume: ['node'],
   sleep: ['ms'],
+  campaign: ['as', 'election', 'value', 'ttl_ms', 'wait_ms', 'expect', 'expect_message'],
+  proclaim: ['leadership', 'value', 'expect'],
+  resign: ['leadership'],
+  leader: ['election', 'expect'],
+  expect_leading: ['leadership', 'leading'],
+  expect_terms_increasing: ['leaderships'],
 }
 const OPTIONS = {
   retry_count: 'retryCount',
@@ -103,8 +109,11 @@ async function run(sc) {
   const cluster = await startCluster(sc.nodes)
   const manager = await LockManager.connect(cluster.urls, settings(sc.settings))
   const locks = {}
+  const leaders = {}
   const keepers = []
-  const expand = (v) => (typeof v === 'string' && v.startsWith('$') ? locks[v.slice(1)].value : v)
+  // "$a" stands for the token of lock (or leadership) `a`.
+  const expand = (v) =>
+    typeof v === 'string' && v.startsWith('$') ? (locks[v.slice(1)]?.value ?? leaders[v.slice(1)].token) : v
   try {
     for (const [i, step] of sc.steps.entries()) {
       const { op } = step
@@ -208,6 +217,64 @@ async function run(sc) {
           const got = await redisStep(cluster, step, expand)
           if ('expect' in step) assert.deepEqual(got, expand(step.expect), `${ctx}: ${step.args}`)
           if ('expect_gt' in step) assert.ok(got > step.expect_gt, `${ctx}: ${got}`)
+          break
+        }
+        case 'campaign': {
+          let got = 'ok'
+          let message
+          try {
+            const options = 'wait_ms' in step ? { wait: step.wait_ms } : {}
+            leaders[step.as] = await manager.election(step.election).campaign(step.value, step.ttl_ms, options)
+          } catch (e) {
+            assert.ok(typeof e.code === 'string', `${ctx}: ${e.stack}`)
+            got = e.code
+            message = e.message
+          }
+          assert.equal(got, step.expect, ctx)
+          checkMessage(step, message, cluster.urls, ctx)
+          break
+        }
+        case 'proclaim': {
+          let got = 'ok'
+          try {
+            await leaders[step.leadership].proclaim(step.value)
+          } catch (e) {
+            got = e.code
+          }
+          assert.equal(got, step.expect, ctx)
+          break
+        }
+        case 'resign':
+          await leaders[step.leadership].resign()
+          break
+        case 'expect_leading':
+          assert.equal(leaders[step.leadership].isLeader(), step.leading, ctx)
+          break
+        case 'expect_terms_increasing': {
+          const terms = step.leaderships.map((n) => leaders[n].term)
+          for (let j = 1; j < terms.length; j++) {
+            assert.ok(terms[j - 1] < terms[j], `${ctx}: ${terms}`)
+          }
+          break
+        }
+        case 'leader': {
+          let who
+          try {
+            who = await manager.election(step.election).leader()
+          } catch (e) {
+            assert.equal(e.code, step.expect, `${ctx}: ${e.stack}`)
+            break
+          }
+          if (step.expect === null) {
+            assert.equal(who, null, `${ctx}: ${util.inspect(who)} leads, want nobody`)
+          } else {
+            assert.ok(who !== null && typeof step.expect === 'object', `${ctx}: ${util.inspect(who)}, want ${JSON.stringify(step.expect)}`)
+            const mine = leaders[step.expect.leadership]
+            assert.equal(who.value, step.expect.value, ctx)
+            assert.equal(who.term, mine.term, ctx)
+            assert.equal(who.token, mine.token, ctx)
+            assert.ok(who.validityMs > 0, `${ctx}: ${util.inspect(who)}`)
+          }
           break
         }
         case 'kill':

@@ -48,6 +48,12 @@ FIELDS = {
     "expect_fence_increasing": {"locks"},
     "redis": {"node", "args", "expect", "expect_gt"},
     "sleep": {"ms"},
+    "campaign": {"as", "election", "value", "ttl_ms", "wait_ms", "expect", "expect_message"},
+    "proclaim": {"leadership", "value", "expect"},
+    "resign": {"leadership"},
+    "leader": {"election", "expect"},
+    "expect_leading": {"leadership", "leading"},
+    "expect_terms_increasing": {"leaderships"},
     **{op: {"node"} for op in NODE_OPS},
 }
 SCENARIO_FIELDS = {"name", "description", "nodes", "settings", "steps"}
@@ -57,7 +63,7 @@ SCENARIO_FIELDS = {"name", "description", "nodes", "settings", "steps"}
 READ_ONLY = {"GET", "EXISTS", "PTTL", "TTL", "DBSIZE"}
 
 
-def redis_step(cluster: Cluster, step: Dict[str, Any], locks: Dict[str, ironlock.Lock]) -> Any:
+def redis_step(cluster: Cluster, step: Dict[str, Any], locks: Dict[str, Any]) -> Any:
     def matches(got: Any) -> bool:
         if "expect" in step and got != expand(step["expect"], locks):
             return False
@@ -106,7 +112,8 @@ def check_message(step: Dict[str, Any], message: Optional[str], urls: List[str],
         assert part in message, f"{ctx}: {part!r} not in {message!r}"
 
 
-def expand(value: Any, locks: Dict[str, ironlock.Lock]) -> Any:
+def expand(value: Any, locks: Dict[str, Any]) -> Any:
+    """`"$a"` stands for the token of lock (or leadership) `a`."""
     if isinstance(value, str) and value.startswith("$"):
         return locks[value[1:]].token
     return value
@@ -129,6 +136,7 @@ def test_scenario(path: Path) -> None:
 def run(sc: Dict[str, Any], cluster: Cluster) -> None:
     manager = ironlock.LockManager(cluster.urls, **settings(sc.get("settings", {})))
     locks: Dict[str, ironlock.Lock] = {}
+    leaders: Dict[str, ironlock.Leadership] = {}
     keepers: List[Any] = []
     unknown_top = set(sc) - SCENARIO_FIELDS
     assert not unknown_top, f"{sc['name']}: unknown fields {sorted(unknown_top)}"
@@ -214,11 +222,53 @@ def run(sc: Dict[str, Any], cluster: Cluster) -> None:
             assert all(f is not None for f in fences), ctx
             assert all(a < b for a, b in zip(fences, fences[1:])), f"{ctx}: {fences}"  # type: ignore[operator]
         elif op == "redis":
-            got = redis_step(cluster, step, locks)
+            got = redis_step(cluster, step, {**locks, **leaders})
             if "expect" in step:
-                assert got == expand(step["expect"], locks), f"{ctx}: {step['args']}"
+                assert got == expand(step["expect"], {**locks, **leaders}), f"{ctx}: {step['args']}"
             if "expect_gt" in step:
                 assert int(got) > step["expect_gt"], f"{ctx}: {got}"
+        elif op == "campaign":
+            wait = step["wait_ms"] / 1000.0 if "wait_ms" in step else None
+            try:
+                leadership = manager.election(step["election"]).campaign(
+                    step["value"], step["ttl_ms"] / 1000.0, wait=wait
+                )
+            except ironlock.IronlockError as e:
+                assert e.code == step["expect"], f"{ctx}: {e!r}"
+                check_message(step, str(e), cluster.urls, ctx)
+            else:
+                assert step["expect"] == "ok", f"{ctx}: granted {leadership!r}"
+                leaders[step["as"]] = leadership
+        elif op == "proclaim":
+            try:
+                leaders[step["leadership"]].proclaim(step["value"])
+                got = "ok"
+            except ironlock.IronlockError as e:
+                got = e.code
+            assert got == step["expect"], ctx
+        elif op == "resign":
+            leaders[step["leadership"]].resign()
+        elif op == "expect_leading":
+            assert leaders[step["leadership"]].is_leader == step["leading"], ctx
+        elif op == "expect_terms_increasing":
+            terms = [leaders[n].term for n in step["leaderships"]]
+            assert all(a < b for a, b in zip(terms, terms[1:])), f"{ctx}: {terms}"
+        elif op == "leader":
+            want = step["expect"]
+            try:
+                who = manager.election(step["election"]).leader()
+            except ironlock.IronlockError as e:
+                assert e.code == want, f"{ctx}: {e!r}"
+            else:
+                if want is None:
+                    assert who is None, f"{ctx}: {who!r} leads, want nobody"
+                else:
+                    assert isinstance(want, dict) and who is not None, f"{ctx}: {who!r}, want {want}"
+                    mine = leaders[want["leadership"]]
+                    assert (who.value, who.term, who.token) == (want["value"], mine.term, mine.token), (
+                        f"{ctx}: {who!r}"
+                    )
+                    assert who.validity > 0, f"{ctx}: {who!r}"
         elif op in NODE_OPS:
             cluster.control(op, step["node"])
         elif op == "sleep":

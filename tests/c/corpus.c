@@ -33,6 +33,15 @@ typedef struct {
 } named_lock;
 
 typedef struct {
+    char name[64];
+    ironlock_leadership *leadership;
+} named_leadership;
+
+/* The leaderships of the scenario being run (scenarios run one at a time). */
+static named_leadership leaders[MAX_LOCKS];
+static size_t n_leaders;
+
+typedef struct {
     const char *scenario;
     size_t step;
     const char *op;
@@ -125,6 +134,14 @@ static ironlock_lock *find_lock(context *cx, named_lock *locks, size_t n, const 
         if (strcmp(locks[i].name, name) == 0) return locks[i].lock;
     }
     failf(cx, "no lock named %s", name ? name : "(null)");
+    return NULL;
+}
+
+static ironlock_leadership *find_leadership(context *cx, const char *name) {
+    for (size_t i = 0; name && i < n_leaders; i++) {
+        if (strcmp(leaders[i].name, name) == 0) return leaders[i].leadership;
+    }
+    failf(cx, "no leadership named %s", name ? name : "(null)");
     return NULL;
 }
 
@@ -318,11 +335,19 @@ static void op_acquire(context *cx, const json *step, const harness *h, ironlock
     }
 }
 
-/* Expected reply with "$name" replaced by that lock's token (top-level strings, as in Rust). */
+/* Expected reply with "$name" replaced by the token of that lock or leadership (top-level
+   strings, as in Rust). */
 static int reply_matches(context *cx, const json *expected, const json *got, named_lock *locks, size_t n) {
     if (expected->type == JSON_STRING && expected->string[0] == '$') {
-        ironlock_lock *l = find_lock(cx, locks, n, expected->string + 1);
-        return l && got->type == JSON_STRING && strcmp(got->string, ironlock_lock_token(l)) == 0;
+        const char *name = expected->string + 1, *token = NULL;
+        for (size_t i = 0; i < n && !token; i++) {
+            if (strcmp(locks[i].name, name) == 0) token = ironlock_lock_token(locks[i].lock);
+        }
+        if (!token) {
+            ironlock_leadership *l = find_leadership(cx, name);
+            token = l ? ironlock_leadership_token(l) : NULL;
+        }
+        return token && got->type == JSON_STRING && strcmp(got->string, token) == 0;
     }
     return json_equal(expected, got);
 }
@@ -369,6 +394,104 @@ static void op_redis(context *cx, const json *step, harness *h, named_lock *lock
         failf(cx, "%s replied %s, expected more than %lld", command, reply, gt->integer);
     }
     json_free(got);
+}
+
+static void op_campaign(context *cx, const json *step, const harness *h, ironlock_manager *m) {
+    const char *as = want_str(cx, json_get(step, "as"), "as");
+    const char *election = want_str(cx, json_get(step, "election"), "election");
+    const char *value = want_str(cx, json_get(step, "value"), "value");
+    const char *expect = want_str(cx, json_get(step, "expect"), "expect");
+    uint64_t ttl = 0, wait = 0;
+    if (!as || !election || !value || !expect || !want_u64(cx, json_get(step, "ttl_ms"), "ttl_ms", &ttl)) return;
+    const json *w = json_get(step, "wait_ms");
+    if (w && (!want_u64(cx, w, "wait_ms", &wait) || wait == 0)) { failf(cx, "wait_ms: at least 1"); return; }
+    ironlock_leadership *l = NULL;
+    ironlock_status s = ironlock_campaign(m, election, value, ttl, wait, &l);
+    if (strcmp(status_code(s), expect) != 0) {
+        failf(cx, "campaign returned %s, expected %s (%s)", status_code(s), expect, ironlock_last_error());
+        ironlock_leadership_free(l);
+        return;
+    }
+    if (s != IRONLOCK_OK && l != NULL) { failf(cx, "out-parameter written on failure"); return; }
+    check_message(cx, json_get(step, "expect_message"), h, s);
+    if (!l) return;
+    if (n_leaders == MAX_LOCKS) { failf(cx, "too many leaderships"); ironlock_leadership_free(l); return; }
+    snprintf(leaders[n_leaders].name, sizeof leaders[n_leaders].name, "%s", as);
+    leaders[n_leaders++].leadership = l;
+}
+
+/* leader: expect null (nobody leads), {"value", "leadership"} (that leadership leads with that
+   value: same term and token, validity above 0) or an error code. */
+static void op_leader(context *cx, const json *step, ironlock_manager *m) {
+    const char *election = want_str(cx, json_get(step, "election"), "election");
+    const json *want = json_get(step, "expect");
+    if (!election || !want) { failf(cx, "election and expect are required"); return; }
+    ironlock_leader_info *who = NULL;
+    ironlock_status s = ironlock_leader(m, election, &who);
+    if (want->type == JSON_STRING) {
+        if (strcmp(status_code(s), want->string) != 0) failf(cx, "leader returned %s, expected %s", status_code(s), want->string);
+    } else if (s != IRONLOCK_OK) {
+        failf(cx, "leader returned %s (%s)", status_code(s), ironlock_last_error());
+    } else if (want->type == JSON_NULL) {
+        if (who) failf(cx, "%s leads, expected nobody", ironlock_leader_info_value(who));
+    } else if (!who) {
+        failf(cx, "nobody leads");
+    } else {
+        const char *value = want_str(cx, json_get(want, "value"), "expect.value");
+        ironlock_leadership *l = find_leadership(cx, want_str(cx, json_get(want, "leadership"), "expect.leadership"));
+        if (value && l) {
+            if (strcmp(ironlock_leader_info_value(who), value) != 0) {
+                failf(cx, "leader value %s, expected %s", ironlock_leader_info_value(who), value);
+            } else if (ironlock_leader_info_term(who) != ironlock_leadership_term(l) ||
+                       strcmp(ironlock_leader_info_token(who), ironlock_leadership_token(l)) != 0) {
+                failf(cx, "leader term %llu, expected %llu (or another token)",
+                      (unsigned long long)ironlock_leader_info_term(who),
+                      (unsigned long long)ironlock_leadership_term(l));
+            } else if (ironlock_leader_info_validity_ms(who) == 0) {
+                failf(cx, "leader validity is 0");
+            }
+        }
+    }
+    ironlock_leader_info_free(who);
+}
+
+static void op_election(context *cx, const json *step, const harness *h, ironlock_manager *m) {
+    const char *op = cx->op;
+    if (strcmp(op, "campaign") == 0) {
+        op_campaign(cx, step, h, m);
+    } else if (strcmp(op, "leader") == 0) {
+        op_leader(cx, step, m);
+    } else if (strcmp(op, "proclaim") == 0) {
+        const char *value = want_str(cx, json_get(step, "value"), "value");
+        const char *expect = want_str(cx, json_get(step, "expect"), "expect");
+        ironlock_leadership *l = find_leadership(cx, want_str(cx, json_get(step, "leadership"), "leadership"));
+        if (!l || !value || !expect) return;
+        ironlock_status s = ironlock_proclaim(l, value);
+        if (strcmp(status_code(s), expect) != 0) {
+            failf(cx, "proclaim returned %s, expected %s (%s)", status_code(s), expect, ironlock_last_error());
+        }
+    } else if (strcmp(op, "resign") == 0) {
+        ironlock_leadership *l = find_leadership(cx, want_str(cx, json_get(step, "leadership"), "leadership"));
+        if (l && ironlock_resign(l) != IRONLOCK_OK) failf(cx, "resign failed (%s)", ironlock_last_error());
+    } else if (strcmp(op, "expect_leading") == 0) {
+        int want = 0;
+        ironlock_leadership *l = find_leadership(cx, want_str(cx, json_get(step, "leadership"), "leadership"));
+        if (!l || !want_bool(cx, json_get(step, "leading"), "leading", &want)) return;
+        if (ironlock_leadership_is_leader(l) != (bool)want) failf(cx, "is_leader is %d, expected %d", !want, want);
+    } else if (strcmp(op, "expect_terms_increasing") == 0) {
+        const json *names = json_get(step, "leaderships");
+        uint64_t prev = 0;
+        if (!names || names->type != JSON_ARRAY) { failf(cx, "leaderships: not an array"); return; }
+        for (size_t i = 0; i < names->count; i++) {
+            ironlock_leadership *l = find_leadership(cx, want_str(cx, names->items[i], "leaderships[]"));
+            if (!l) return;
+            uint64_t t = ironlock_leadership_term(l);
+            if (i > 0 && t <= prev) { failf(cx, "term %llu not above %llu", (unsigned long long)t, (unsigned long long)prev); return; }
+            prev = t;
+        }
+    } else {
+        failf(cx, "unknown op");
+    }
 }
 
 static void run_step(context *cx, const json *step, harness *h, ironlock_manager *m, named_lock *locks, size_t *n_locks) {
@@ -447,7 +570,7 @@ static void run_step(context *cx, const json *step, harness *h, ironlock_manager
         uint64_t ms = 0;
         if (want_u64(cx, json_get(step, "ms"), "ms", &ms)) sleep_ms((long long)ms);
     } else {
-        failf(cx, "unknown op");
+        op_election(cx, step, h, m);
     }
 }
 
@@ -468,6 +591,12 @@ static int known_field(const char *op, const char *field) {
         {"kill", {"node", NULL}}, {"start", {"node", NULL}}, {"restart", {"node", NULL}},
         {"pause", {"node", NULL}}, {"resume", {"node", NULL}},
         {"sleep", {"ms", NULL}},
+        {"campaign", {"as", "election", "value", "ttl_ms", "wait_ms", "expect", "expect_message", NULL}},
+        {"proclaim", {"leadership", "value", "expect", NULL}},
+        {"resign", {"leadership", NULL}},
+        {"leader", {"election", "expect", NULL}},
+        {"expect_leading", {"leadership", "leading", NULL}},
+        {"expect_terms_increasing", {"leaderships", NULL}},
     };
     for (int i = 0; common[i]; i++) if (strcmp(common[i], field) == 0) return 1;
     for (size_t t = 0; t < sizeof table / sizeof table[0]; t++) {
@@ -529,6 +658,8 @@ static int run_scenario(const char *path, char *message, size_t message_len) {
     }
 done:
     for (size_t i = 0; i < n_locks; i++) ironlock_lock_free(locks[i].lock);
+    for (size_t i = 0; i < n_leaders; i++) ironlock_leadership_free(leaders[i].leadership);
+    n_leaders = 0;
     ironlock_manager_free(m);
     ironlock_config_free(cfg);
     if (started) harness_stop(&h);
