@@ -50,6 +50,11 @@ CLIENTS = {
     "redis-py": ("redis-py Lock (sync, single node)", PYDRV + ["--client", "redis-py-sync"]),
     "redis-py-async": ("redis-py Lock (asyncio, single node)", PYDRV + ["--client", "redis-py-async"]),
     "rslock": ("rslock", RUST + ["--client", "rslock"]),
+    # (f) election failover: a hand-made election on plain locks, the standby polling with a
+    # try-once acquire every 200 ms (node-redlock's default retry delay), against ironlock's own
+    # `campaign`, which waits in the election's line.
+    "ironlock-rust-poll": ("ironlock Rust, standby polling every 200 ms (plain locks)",
+                           RUST + ["--client", "ironlock", "--poll-ms", "200"]),
     # Profiling rows (full runs, (a) N=5 and (b) only): the lower bound with ONE of ironlock's
     # choices added, to measure what each costs (see the findings below the tables).
     "lower-lua-acquire": ("(profile) lower bound + ironlock's acquire script", RUST + ["--client", "lower-lua-acquire"]),
@@ -57,7 +62,8 @@ CLIENTS = {
 }
 PROFILE_ROWS = {"lower-lua-acquire": ("a5", "b"), "lower-release-all": ("a5", "b")}
 # Clients that take only some workloads: the profiling rows, and single-node peers.
-CLIENT_WORKLOADS = dict(PROFILE_ROWS, **{"redis-py": ("a1",), "redis-py-async": ("a1",)})
+CLIENT_WORKLOADS = dict(PROFILE_ROWS, **{"redis-py": ("a1",), "redis-py-async": ("a1",),
+                                         "ironlock-rust-poll": ("f",)})
 
 # id -> (workload letter, N, cycles, concurrency, pinned, time limit s, repetitions)
 FULL = {
@@ -72,6 +78,9 @@ FULL = {
     "df": ("d", 5, 2000, 16, False, 6, 3, 2, ["--fair", "1"]),
     "ds": ("d", 5, 2000, 16, False, 6, 3, 2, ["--limit", "4"]),
     "e": ("e", 5, 10000, 64, False, 30, 1),
+    "dp": ("d", 5, 2000, 17, False, 10, 3, 2),
+    "drw": ("d", 5, 2000, 17, False, 10, 3, 2, ["--rw", "1"]),
+    "f": ("f", 5, 10, 1, False, 40, 2, 0, ["--ttl-ms", "1000"]),
 }
 SMOKE = {
     "a1": ("a", 1, 20, 1, False, 10, 1),
@@ -82,12 +91,17 @@ SMOKE = {
     "df": ("d", 5, 10, 4, False, 10, 1, 1, ["--fair", "1"]),
     "ds": ("d", 5, 10, 4, False, 10, 1, 1, ["--limit", "2"]),
     "e": ("e", 3, 100, 8, False, 10, 1),
+    "drw": ("d", 5, 10, 4, False, 10, 1, 1, ["--rw", "1"]),
+    "f": ("f", 3, 1, 1, False, 20, 1, 0, ["--ttl-ms", "500"]),
 }
 # Workloads only some clients take (fair mode and semaphores are ironlock's and
 # redis-semaphore's); every other workload runs every client.
 WORKLOAD_CLIENTS = {
     "df": ("ironlock-rust", "ironlock-node"),
     "ds": ("ironlock-rust", "ironlock-node", "redis-semaphore"),
+    "dp": ("ironlock-rust",),
+    "drw": ("ironlock-rust",),
+    "f": ("ironlock-rust", "ironlock-rust-poll"),
 }
 TITLES = {
     "a1": "(a) 1 client, 5,000 lock+unlock cycles on distinct keys, N = 1",
@@ -101,6 +115,9 @@ TITLES = {
     "df": "(d) FAIR mode (SPEC §10), 2 ms critical section, 16 workers, ONE key, N = 5 (compare with the 2 ms table above: the same workload without fairness)",
     "ds": "(d) SEMAPHORE, limit 4: 16 workers take permits of ONE semaphore, each held 2 ms, N = 5 (ironlock: Q(4) = 5 of 5 nodes; redis-semaphore: its RedlockSemaphore, which admits with a majority)",
     "e": "(e) memory: one process holding 10,000 locks at once (N = 5, taken 64 at a time)",
+    "dp": "(d) 17 workers on ONE key with plain locks, each grant held 2 ms, N = 5, default retry settings (the base of the read-write row)",
+    "drw": "(d) READ-WRITE: 16 readers and 1 writer on ONE read-write lock, each grant held 2 ms, N = 5, default retry settings (per worker: the writer first)",
+    "f": "(f) ELECTION FAILOVER: the leader stops without resigning (as a killed process: its keys stay until they expire), ttl 1 s (smoke: 0.5 s), N = 5 (smoke: 3); time until the standby leads",
 }
 
 # Row labels that differ by workload.
@@ -280,6 +297,21 @@ def table(wid, spec, records, clients):
             lines.append(f"| {CLIENTS[c][0]} | {a['rss_peak'] / 1024:.1f} | {a['rss_base'] / 1024:.1f} | "
                          f"{a['done']:,.0f}{' (partial)' if a['partial'] else ''} | {ratio} |")
         return lines + [""], rows
+    if letter == "f":
+        lines += ["| client | failovers | stop → next leader p50 ms | p99 ms | p50 × ttl | after the key expired: p50 ms | p99 ms |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for c in clients:
+            recs = [r for r in records if r["client"] == c and r["workload"] == wid and "overhead_p50_us" in r]
+            if not recs:
+                lines.append(f"| {CLIENTS[c][0]} | failed | | | | | |")
+                continue
+            p50, p99 = med([r["p50_us"] for r in recs]), med([r["p99_us"] for r in recs])
+            o50, o99 = med([r["overhead_p50_us"] for r in recs]), med([r["overhead_p99_us"] for r in recs])
+            ttl = recs[0]["ttl_ms"]
+            lines.append(f"| {CLIENTS[c][0]} | {sum(r['ok'] for r in recs)} | {p50 / 1000:,.0f} | {p99 / 1000:,.0f} | "
+                         f"{p50 / 1000 / ttl:.2f} | {o50 / 1000:,.1f} | {o99 / 1000:,.1f} |")
+        return lines + [""], {c: aggregate([r for r in records if r["client"] == c and r["workload"] == wid])
+                              for c in clients}
     unit = "acquisitions/s" if letter in "cd" else "cycles/s"
     with_redl = letter in "abd" and redl
     extra_cols = (["× node-redlock"] if with_redl else []) + (["Jain's index"] if letter == "d" else [])
@@ -393,6 +425,11 @@ def markdown(head, plan, records, clients, smoke):
         lines, rows = table(wid, spec, records, clients)
         aggs[wid] = rows
         md += lines
+    rw, plain = aggs.get("drw", {}).get("ironlock-rust"), aggs.get("dp", {}).get("ironlock-rust")
+    if rw and plain and plain["cps"]:
+        md += [f"Read-write lock, 16 readers + 1 writer: {rw['cps'] / plain['cps']:.2f}× the acquisitions/s of "
+               f"the same 17 workers with plain locks (p99 wait {rw['p99'] / 1000:,.0f} ms against "
+               f"{plain['p99'] / 1000:,.0f} ms).", ""]
     if not smoke:
         tl, _ = targets(aggs)
         md += ["## Targets (issue 8 item 4; issue 11 item 5; issue 12 item 5)", ""] + tl + [""]
@@ -413,6 +450,13 @@ def markdown(head, plan, records, clients, smoke):
            "- aioredlock: (c) `retry_count=1` (one attempt); otherwise defaults (3 attempts, 0.1–0.3 s apart).",
            "- rslock: (c) `set_retry(1, _)` (one attempt); otherwise defaults (3 attempts, 0–200 ms apart).",
            "- lower bound: no library retry at all; in (c) and (d) the driver retries after uniform 0–2 ms.",
+           "- read-write (d): ironlock's `rw_lock(key).write` for worker 0 and `.read` for the 16 others, "
+           "default settings (not fair); the plain-lock base row runs the same 17 workers with `acquire`.",
+           "- (f) election failover, ironlock Rust only: the leader is dropped without resigning; ironlock's "
+           "standby `campaign`s (waits in line: the next in line checks every 20 ms, a release wakes it at once); "
+           "the polling row is an election made by hand on plain locks, a try-once `acquire` of the "
+           "election's name every 200 ms. \"After the key expired\" is the time to the next leader less "
+           "what the election's key still had to live when the leader stopped (PTTL on node 0).",
            "- ttl 10 s ((e): 60 s, the default max_ttl). Each run is bounded: 6 s of measurement (30 s for (e)); a client that does "
            "not finish its cycles in time is reported with the rate of the cycles it completed, marked "
            "partial. (e) runs once per client (memory does not need a median).", ""]

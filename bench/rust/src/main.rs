@@ -1,5 +1,7 @@
-//! Rust benchmark driver: `ironlock-bench --client lower|ironlock|rslock --workload a|b|c|d|e
+//! Rust benchmark driver: `ironlock-bench --client lower|ironlock|rslock --workload a|b|c|d|e|f
 //! --urls U1,U2,.. [--cycles N] [--concurrency C] [--prefix P] [--time-limit SECS]`.
+//! (f), ironlock only: election failover — a leader stops (no resign) and the time until the
+//! next candidate leads is measured, `--cycles` times.
 //!
 //! Prints one JSON line (the protocol every driver in bench/ shares, see bench/README.md).
 //! `lower` is the hand-written lower bound: `SET NX PX` to all N nodes in parallel over one
@@ -33,6 +35,14 @@ struct Args {
     limit: Option<u32>,
     /// ironlock only: the `replica_acks` setting (`--replica-acks N`; bench/replica_acks.py).
     replica_acks: u32,
+    /// ironlock only, (d): worker 0 takes write locks and the others read locks of the one key
+    /// (`--rw 1`).
+    rw: bool,
+    /// ironlock only, (f): the standby polls with a try-once acquire every this many ms instead
+    /// of waiting in the election's line (`--poll-ms MS`; 0 = wait in line).
+    poll: Duration,
+    /// (f): the election's ttl (`--ttl-ms MS`).
+    election_ttl: Duration,
 }
 
 fn parse_args() -> Args {
@@ -48,6 +58,9 @@ fn parse_args() -> Args {
         fair: false,
         limit: None,
         replica_acks: 0,
+        rw: false,
+        poll: Duration::ZERO,
+        election_ttl: Duration::from_millis(1000),
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -71,6 +84,14 @@ fn parse_args() -> Args {
             "--limit" => a.limit = Some(v.parse().unwrap_or_else(|_| fail("--limit"))),
             "--replica-acks" => {
                 a.replica_acks = v.parse().unwrap_or_else(|_| fail("--replica-acks"))
+            }
+            "--rw" => a.rw = v == "1",
+            "--poll-ms" => {
+                a.poll = Duration::from_millis(v.parse().unwrap_or_else(|_| fail("--poll-ms")))
+            }
+            "--ttl-ms" => {
+                a.election_ttl =
+                    Duration::from_millis(v.parse().unwrap_or_else(|_| fail("--ttl-ms")))
             }
             _ => fail(&format!("unknown argument {k}")),
         }
@@ -248,6 +269,13 @@ enum Client {
     Rs(rslock::LockManager),
 }
 
+#[derive(Clone, Copy)]
+enum Side {
+    Lock,
+    Read,
+    Write,
+}
+
 enum Held {
     Lower(String, String),
     Iron(ironlock::Lock),
@@ -288,6 +316,11 @@ impl Client {
     }
 
     async fn acquire(&self, key: &str, ttl_ms: u64) -> Result<Option<Held>, String> {
+        self.acquire_as(key, ttl_ms, Side::Lock).await
+    }
+
+    /// `side`: a plain lock, or (ironlock only) one side of the read-write lock `key`.
+    async fn acquire_as(&self, key: &str, ttl_ms: u64, side: Side) -> Result<Option<Held>, String> {
         match self {
             Client::Lower(l) => Ok(l
                 .acquire(key, ttl_ms)
@@ -296,9 +329,11 @@ impl Client {
             Client::Iron(m, fair, limit) => match {
                 let ttl = Duration::from_millis(ttl_ms);
                 let options = ironlock::AcquireOptions::default().fair(*fair);
-                match limit {
-                    Some(k) => m.semaphore(key, *k).acquire_with(ttl, options).await,
-                    None => m.acquire_with(&[key], ttl, options).await,
+                match (limit, side) {
+                    (Some(k), _) => m.semaphore(key, *k).acquire_with(ttl, options).await,
+                    (None, Side::Read) => m.rw_lock(key).read_with(ttl, options).await,
+                    (None, Side::Write) => m.rw_lock(key).write_with(ttl, options).await,
+                    (None, Side::Lock) => m.acquire_with(&[key], ttl, options).await,
                 }
             } {
                 Ok(lock) => Ok(Some(Held::Iron(lock))),
@@ -421,15 +456,21 @@ async fn run_contended(client: Arc<Client>, args: &Args, deadline: Instant) -> O
     let driver_pause = args.workload == "c" || matches!(*client, Client::Lower(_));
     let hold = args.hold;
     let mut tasks = Vec::new();
-    for _ in 0..args.concurrency {
+    for worker in 0..args.concurrency {
         let (client, done, key) = (Arc::clone(&client), Arc::clone(&done), key.clone());
+        // --rw: worker 0 writes, every other worker reads.
+        let side = match (args.rw, worker) {
+            (false, _) => Side::Lock,
+            (true, 0) => Side::Write,
+            (true, _) => Side::Read,
+        };
         tasks.push(tokio::spawn(async move {
             let mut out = Outcome::default();
             let mut rng = Rng::new();
             'outer: while done.load(Ordering::Relaxed) < target && Instant::now() < deadline {
                 let t0 = Instant::now();
                 loop {
-                    match client.acquire(&key, TTL_MS).await {
+                    match client.acquire_as(&key, TTL_MS, side).await {
                         Ok(Some(h)) => {
                             if !hold.is_zero() {
                                 hold_for(hold).await;
@@ -529,6 +570,87 @@ async fn run_hold(client: Arc<Client>, args: &Args, deadline: Instant) -> (Outco
     (out, base, peak)
 }
 
+/// (f): `cycles` failovers of the election `<prefix>:election`. Each time a leader is granted, a
+/// standby starts waiting (in the election's line, or polling with a try-once acquire every
+/// `--poll-ms`), and the leader then stops without resigning, as a killed process would: its
+/// extensions stop and its keys stay until they expire. Measured: from that stop to the standby
+/// leading (`lat_us`), and that time less what the election's key still had to live on the
+/// first node when the leader stopped (`overhead_us`: how long the standby took to notice).
+async fn run_failover(client: Arc<Client>, args: &Args, deadline: Instant) -> (Outcome, Vec<u32>) {
+    let Client::Iron(m, ..) = &*client else {
+        fail("workload f is ironlock's only")
+    };
+    let name = format!("{}:election", args.prefix);
+    let election = m.election(name.as_str());
+    let ttl = args.election_ttl;
+    let mut probe = redis::Client::open(args.urls[0].as_str())
+        .and_then(|c| Ok(c.get_connection()?))
+        .unwrap_or_else(|e| fail(&format!("probe connection: {e}")));
+    let mut out = Outcome::default();
+    let mut overhead = Vec::new();
+    while out.ok < args.cycles && Instant::now() < deadline {
+        let leader = match election.campaign("leader", ttl).await {
+            Ok(l) => l,
+            Err(e) => {
+                out.failed += 1;
+                out.first_error.get_or_insert(e.to_string());
+                continue;
+            }
+        };
+        let standby = {
+            let (m, name, poll) = (m.clone(), name.clone(), args.poll);
+            tokio::spawn(async move {
+                if poll.is_zero() {
+                    let l = m.election(name.as_str()).campaign("standby", ttl).await?;
+                    return Ok::<_, ironlock::Error>(l.lock().token().to_owned());
+                }
+                loop {
+                    let once = ironlock::AcquireOptions {
+                        retry_count: Some(0),
+                        ..Default::default()
+                    };
+                    match m.acquire_with(&[name.as_str()], ttl, once).await {
+                        Ok(l) => {
+                            let token = l.token().to_owned();
+                            l.release().await;
+                            return Ok(token);
+                        }
+                        Err(e) if e.kind() == ironlock::ErrorKind::Contended => {
+                            tokio::time::sleep(poll).await
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            })
+        };
+        // The standby is waiting (in line, or between polls) before the leader stops.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let left: i64 = redis::cmd("PTTL")
+            .arg(&name)
+            .query(&mut probe)
+            .unwrap_or(-1);
+        let stopped = Instant::now();
+        drop(leader);
+        match standby.await.expect("standby task") {
+            Ok(token) => {
+                let took = stopped.elapsed();
+                out.ok += 1;
+                out.lat_us.push(took.as_micros() as u32);
+                let key_left = Duration::from_millis(left.max(0) as u64);
+                overhead.push(took.saturating_sub(key_left).as_micros() as u32);
+                // The standby stands down: release by token (line mode: its leadership, still
+                // extended by the campaign's keep-alive, was moved out of the task).
+                let _ = m.release_token(&[name.as_str()], &token).await;
+            }
+            Err(e) => {
+                out.failed += 1;
+                out.first_error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    (out, overhead)
+}
+
 fn pct(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -561,12 +683,19 @@ fn main() {
         let deadline = Instant::now() + Duration::from_secs_f64(args.time_limit);
         let cpu0 = cpu_us();
         let t0 = Instant::now();
+        let mut failover = None;
         let (mut out, rss) = match args.workload.as_str() {
             "a" | "b" => (run_cycles(Arc::clone(&client), &args, deadline, &args.prefix, args.cycles).await, None),
             "c" | "d" => (run_contended(Arc::clone(&client), &args, deadline).await, None),
             "e" => {
                 let (o, base, peak) = run_hold(Arc::clone(&client), &args, deadline).await;
                 (o, Some((base, peak)))
+            }
+            "f" => {
+                let (o, mut overhead) = run_failover(Arc::clone(&client), &args, deadline).await;
+                overhead.sort_unstable();
+                failover = Some(overhead);
+                (o, None)
             }
             w => fail(&format!("unknown workload {w}")),
         };
@@ -589,6 +718,14 @@ fn main() {
         );
         if let Some((base, peak)) = rss {
             line.push_str(&format!(",\"rss_base_kb\":{base},\"rss_peak_kb\":{peak}"));
+        }
+        if let Some(overhead) = &failover {
+            line.push_str(&format!(
+                ",\"ttl_ms\":{},\"overhead_p50_us\":{:.1},\"overhead_p99_us\":{:.1}",
+                args.election_ttl.as_millis(),
+                pct(overhead, 0.50),
+                pct(overhead, 0.99)
+            ));
         }
         if matches!(args.workload.as_str(), "c" | "d") && !out.per_worker.is_empty() {
             // Jain's index (Σx)² / (n·Σx²): 1 when every worker got the same share.
