@@ -830,6 +830,33 @@ mod tests {
     }
 
     #[test]
+    fn a_ttl_must_be_positive_within_max_ttl_and_leave_validity_after_drift() {
+        let c = Config::new(["redis://127.0.0.1:1"]).max_ttl(Duration::from_secs(10));
+        let ms = Duration::from_millis;
+        assert!(
+            c.check_ttl("ttl", ms(10_000)).is_ok(),
+            "max_ttl itself is allowed"
+        );
+        assert!(c.check_ttl("ttl", ms(100)).is_ok());
+        for bad in [Duration::ZERO, ms(10_001), ms(2), ms(1)] {
+            let e = c.check_ttl("ttl", bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}");
+            assert!(e.message().starts_with("ttl: "), "{e}");
+        }
+        // drift(3 ms) = 2.03 ms: 0.97 ms of validity is left.
+        assert!(c.check_ttl("ttl", ms(3)).is_ok());
+        // A ttl equal to its drift leaves nothing.
+        let exact = Config::new(["redis://127.0.0.1:1"]).drift_factor(0.0);
+        assert!(exact.check_ttl("ttl", ms(2)).is_err());
+        assert!(exact.check_ttl("ttl", ms(3)).is_ok());
+        // min_validity is asked for on top of the drift: 100 ms + drift(102 ms) > 102 ms.
+        let c = c.min_validity(ms(100));
+        let e = c.check_ttl("ttl", ms(102)).unwrap_err();
+        assert!(e.message().contains("leaves no validity"), "{e}");
+        assert!(c.check_ttl("ttl", ms(104)).is_ok());
+    }
+
+    #[test]
     fn drift_follows_the_seeds() {
         let c = Config::new(["redis://127.0.0.1:1"]);
         assert_eq!(c.drift(Duration::from_secs(10)), Duration::from_millis(102));

@@ -784,3 +784,69 @@ async fn extend_while_held(lock: &Lock) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::NodeReport;
+
+    #[test]
+    fn a_permit_needs_the_semaphores_quorum_and_the_rest_a_majority() {
+        for kind in [Kind::Lock, Kind::Read, Kind::Write, Kind::Leader] {
+            assert_eq!(kind.quorum(5), 3, "{kind:?}");
+            assert_eq!(kind.quorum(4), 3, "{kind:?}");
+        }
+        assert_eq!(Kind::Permit { limit: 1 }.quorum(5), 3);
+        assert_eq!(Kind::Permit { limit: 2 }.quorum(5), 4);
+        assert_eq!(Kind::Permit { limit: 4 }.quorum(5), 5);
+    }
+
+    #[test]
+    fn only_a_leadership_ends_before_its_validity() {
+        let s = Duration::from_secs;
+        assert_eq!(loss_margin(Kind::Leader, s(5)), Duration::from_millis(500));
+        assert_eq!(loss_margin(Kind::Leader, s(30)), s(1), "at most a second");
+        for kind in [
+            Kind::Lock,
+            Kind::Read,
+            Kind::Write,
+            Kind::Permit { limit: 3 },
+        ] {
+            assert_eq!(loss_margin(kind, s(5)), Duration::ZERO, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_release_held_the_lock_only_when_a_quorum_deleted_it() {
+        let round = |granted| Round {
+            report: Report {
+                nodes: (0..5)
+                    .map(|i| NodeReport {
+                        url: format!("redis://n{i}").into(),
+                        vote: if i < granted {
+                            Vote::For
+                        } else {
+                            Vote::Against
+                        },
+                        error: None,
+                    })
+                    .collect(),
+                elapsed: Duration::from_millis(3),
+                rounds: 1,
+            },
+            granted,
+            refused: 5 - granted,
+            max_payload: 0,
+            decided_at: Instant::now(),
+        };
+        let r = released(3, round(3));
+        assert!(r.held);
+        assert_eq!(r.deleted_on, 3);
+        assert_eq!(r.report.count(Vote::For), 3);
+        assert!(released(3, round(5)).held);
+        let r = released(3, round(2));
+        assert!(!r.held);
+        assert_eq!(r.deleted_on, 2);
+        assert!(!released(4, round(3)).held);
+    }
+}

@@ -389,6 +389,29 @@ mod tests {
     }
 
     #[test]
+    fn a_shard_in_quarantine_does_not_count_and_says_for_how_many_whole_seconds_more() {
+        let now = Instant::now();
+        let mut s = shard(0, 16383);
+        s.why = "in quarantine: restarted 0 s ago".to_owned();
+        // Eligible before now: it counts.
+        s.eligible_at = now;
+        assert_eq!(s.not_counted(now + Duration::from_millis(1)), None);
+        assert_eq!(s.not_counted(now + Duration::from_secs(1)), None);
+        // 2 s to go: it does not count, and says 2 s.
+        s.eligible_at = now + Duration::from_secs(2);
+        let why = s.not_counted(now).expect("in quarantine");
+        assert_eq!(
+            why,
+            "shard 0-16383 (master h:0) in quarantine: restarted 0 s ago; counted again in 2 s; see restart_quarantine"
+        );
+        // A part of a second left is rounded up, never down to 0.
+        s.eligible_at = now + Duration::from_millis(1500);
+        assert!(s.not_counted(now).unwrap().contains("counted again in 2 s"));
+        s.eligible_at = now + Duration::from_millis(1);
+        assert!(s.not_counted(now).unwrap().contains("counted again in 1 s"));
+    }
+
+    #[test]
     fn slots_find_their_shard() {
         let list = vec![shard(0, 5460), shard(5461, 10922), shard(10923, 16383)];
         assert_eq!(shard_of(&list, 0).map(|s| s.start), Some(0));

@@ -102,6 +102,18 @@ mod tests {
     }
 
     #[test]
+    fn only_40_hex_characters_a_dot_and_a_label_make_a_holder() {
+        let hex = "0123456789abcdef".repeat(3);
+        let hex = &hex[..40];
+        assert_eq!(holder_of(&format!("{hex}.h")), Some("h"));
+        // A random part that is not hex is not one of our tokens, whatever follows it.
+        assert_eq!(holder_of(&format!("{}.web-1", "z".repeat(40))), None);
+        // A dot with nothing after it names no holder; no dot names none either.
+        assert_eq!(holder_of(&format!("{hex}.")), None);
+        assert_eq!(holder_of(&format!("{hex}web-1")), None);
+    }
+
+    #[test]
     fn jitter_is_in_unit_interval() {
         for _ in 0..1000 {
             let u = random_unit();

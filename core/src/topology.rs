@@ -274,6 +274,25 @@ mod tests {
     }
 
     #[test]
+    fn parses_what_restart_and_failover_quarantine_read() {
+        // A replica: its master is named, and a master promoted from one is told apart from a
+        // master that never was a replica (the failover quarantine reads this).
+        let raw = "# Server\r\nredis_version:7.0.15\r\nvalkey_version:8.0.1\r\n\
+            # Replication\r\nrole:slave\r\nmaster_host:10.0.0.7\r\nmaster_port:6380\r\n\
+            master_replid:5d2e\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n";
+        let i = parse_info(raw);
+        assert_eq!(i.version, "7.0.15", "the first version line wins");
+        assert_eq!(i.role, "slave");
+        assert_eq!(i.master_of_replica, "10.0.0.7:6380");
+        assert_eq!(i.replid, "5d2e");
+        assert!(!i.promoted, "an all-zero master_replid2: never promoted");
+        let promoted = parse_info("master_replid2:9f1c00000000000000000000000000000000000a\r\n");
+        assert!(promoted.promoted);
+        assert_eq!(parse_info("redis_version:7.2.4\r\n").version, "7.2.4");
+        assert_eq!(parse_info("valkey_version:8.0.1\r\n").version, "8.0.1");
+    }
+
+    #[test]
     fn parses_a_masters_replicas() {
         let raw = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
             slave0:ip=127.0.0.1,port=6380,state=online,offset=42,lag=0\r\n\
