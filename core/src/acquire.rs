@@ -1076,3 +1076,115 @@ pub(crate) fn unix_micros() -> u64 {
         .map(|d| d.as_micros() as u64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::NodeReport;
+
+    fn report(votes: &[Vote]) -> Report {
+        Report {
+            nodes: votes
+                .iter()
+                .enumerate()
+                .map(|(i, &vote)| NodeReport {
+                    url: format!("redis://n{i}").into(),
+                    vote,
+                    error: None,
+                })
+                .collect(),
+            elapsed: Duration::from_millis(1),
+            rounds: 1,
+        }
+    }
+
+    fn counts(n: usize, granted: usize, full: usize, unknown: usize) -> Counts {
+        Counts {
+            n,
+            granted,
+            full,
+            unknown,
+        }
+    }
+
+    #[test]
+    fn a_failed_rounds_counts_put_errors_timeouts_and_the_unanswered_together() {
+        use Vote::{Against, Error, For, NotEligible, Pending, Timeout};
+        let c = Counts::of(
+            &report(&[For, Against, Against, Error, Timeout, Pending, NotEligible]),
+            1,
+        );
+        assert_eq!((c.n, c.granted, c.full, c.unknown), (7, 1, 2, 3));
+        let c = Counts::of(&report(&[Timeout, Timeout, Against]), 0);
+        assert_eq!((c.n, c.full, c.unknown), (3, 1, 2));
+        let c = Counts::of(&report(&[Pending, Pending, For]), 1);
+        assert_eq!((c.full, c.unknown), (0, 2));
+    }
+
+    #[test]
+    fn a_lock_round_without_a_quorum_is_contended_only_when_a_node_refused() {
+        // A quorum granted: the failure is elsewhere (no validity left).
+        assert_eq!(lock_failure(3, &counts(5, 3, 2, 0), false), None);
+        let (kind, why) = lock_failure(3, &counts(5, 2, 0, 3), false).unwrap();
+        assert_eq!(kind, ErrorKind::Unavailable, "{why}");
+        let (kind, why) = lock_failure(3, &counts(5, 2, 1, 2), false).unwrap();
+        assert_eq!(
+            (kind, why.as_str()),
+            (ErrorKind::Contended, "the lock is held elsewhere")
+        );
+        let (kind, why) = lock_failure(3, &counts(5, 0, 5, 0), true).unwrap();
+        assert_eq!(kind, ErrorKind::Contended);
+        assert!(why.contains("earlier fair waiters"), "{why}");
+    }
+
+    #[test]
+    fn a_permit_round_tells_a_full_semaphore_from_a_split_vote_and_from_nodes_down() {
+        // N = 5, limit 2: Q = 4; two permits held elsewhere fill at least 3 nodes.
+        let q = quorum::semaphore_quorum(5, 2);
+        assert_eq!((q, full_to_explain(5, q, 2)), (4, 3));
+        assert_eq!(permit_failure(q, 2, &counts(5, 4, 1, 0), false), None);
+        let (kind, why) = permit_failure(q, 2, &counts(5, 3, 0, 2), false).unwrap();
+        assert_eq!(kind, ErrorKind::Unavailable);
+        assert!(
+            why.contains("needs 4 of the 5 nodes") && why.contains("at most 1 may be down"),
+            "{why}"
+        );
+        let full = |g, f, u| permit_failure(q, 2, &counts(5, g, f, u), false).unwrap();
+        let (kind, why) = full(0, 3, 2);
+        assert_eq!(kind, ErrorKind::Contended);
+        assert_eq!(why, "all 2 permits are held elsewhere");
+        let (kind, why) = full(2, 3, 0);
+        assert_eq!(
+            (kind, why.as_str()),
+            (ErrorKind::Contended, "all 2 permits are held elsewhere")
+        );
+        // 3 admitted, 2 full (fewer than 3): the seats went to concurrent requests.
+        let (kind, why) = full(3, 2, 0);
+        assert_eq!(kind, ErrorKind::Contended);
+        assert!(
+            why.starts_with("the nodes disagreed: 3 of 5 admitted it and 2 of 5 were full"),
+            "{why}"
+        );
+        // Too few answers to be admitted had they agreed.
+        let (_, why) = full(1, 2, 2);
+        assert!(
+            why.starts_with("2 of 5 nodes were full and too few others"),
+            "{why}"
+        );
+        let (_, why) = full(0, 1, 4);
+        assert!(
+            why.starts_with("1 of 5 nodes was full and too few others"),
+            "{why}"
+        );
+        // Enough answers, but an unknown node could be the missing full one: not provably split.
+        let (_, why) = full(2, 2, 1);
+        assert_eq!(
+            why,
+            "all 2 permits may be held elsewhere: 2 of 5 nodes were full and 1 did not answer"
+        );
+        // A fair waiter behind others: its refusals may be its place in line.
+        let (kind, why) = permit_failure(q, 2, &counts(5, 0, 5, 0), true).unwrap();
+        assert_eq!(kind, ErrorKind::Contended);
+        assert!(why.contains("promised to earlier fair waiters"), "{why}");
+    }
+}
