@@ -166,32 +166,6 @@ pub(crate) async fn acquire_permit(
     .await
 }
 
-/// Acquires the read (shared) or write (exclusive) side of the read-write lock `resource`.
-pub(crate) async fn acquire_rw(
-    cluster: &Arc<Cluster>,
-    resource: &str,
-    access: crate::lock::Access,
-    ttl: Duration,
-    options: AcquireOptions,
-) -> Result<Lock> {
-    validate_resource(resource)?;
-    if options.fair == Some(true) {
-        // The writer's mark already orders them: a waiting writer holds back new readers.
-        return Err(Error::invalid(
-            "fair: read-write locks order their waiters themselves (a waiting writer holds back new readers); fair queues apply to locks and semaphores",
-        ));
-    }
-    let kind = match access {
-        crate::lock::Access::Read => Kind::Read,
-        crate::lock::Access::Write => Kind::Write,
-    };
-    let options = AcquireOptions {
-        fair: Some(false),
-        ..options
-    };
-    acquire_kind(cluster, &[resource], kind, ttl, options, None).await
-}
-
 /// Waits in line (fair, fenced) for the leadership of election `name`, for at most `wait`
 /// (`None`: as long as it takes); the grant writes `value` with its term.
 pub(crate) async fn acquire_leadership(
@@ -211,7 +185,7 @@ pub(crate) async fn acquire_leadership(
     acquire_kind(cluster, &[name], Kind::Leader, ttl, options, Some(value)).await
 }
 
-async fn acquire_kind<S: AsRef<str>>(
+pub(crate) async fn acquire_kind<S: AsRef<str>>(
     cluster: &Arc<Cluster>,
     resources: &[S],
     kind: Kind,
@@ -668,7 +642,12 @@ async fn acquire_round(
         Kind::Lock | Kind::Leader => {
             lock_failure(q, &counts, req.fair.as_ref().is_some_and(Fair::was_behind))
         }
-        Kind::Read | Kind::Write => rw_failure(req.kind, q, &counts),
+        Kind::Read | Kind::Write => rw_failure(
+            req.kind,
+            q,
+            &counts,
+            req.fair.as_ref().is_some_and(Fair::was_behind),
+        ),
         Kind::Permit { limit } => permit_failure(
             q,
             limit,
@@ -773,28 +752,29 @@ fn lock_failure(q: usize, c: &Counts, behind: bool) -> Option<(ErrorKind, String
     })
 }
 
-/// Why a read or write round that did not reach a quorum failed.
-fn rw_failure(kind: Kind, q: usize, c: &Counts) -> Option<(ErrorKind, String)> {
+/// Why a read or write round that did not reach a quorum failed (`behind`: a fair waiter that
+/// earlier tickets held back).
+fn rw_failure(kind: Kind, q: usize, c: &Counts, behind: bool) -> Option<(ErrorKind, String)> {
     if c.granted >= q {
         return None;
     }
-    Some(if c.full == 0 {
-        (
+    if c.full == 0 {
+        return Some((
             ErrorKind::Unavailable,
             "no quorum of eligible nodes answered".to_owned(),
-        )
-    } else if kind == Kind::Read {
-        (
-            ErrorKind::Contended,
-            "a writer (or a plain lock of the same name) holds it, or a writer is waiting for it"
-                .to_owned(),
-        )
+        ));
+    }
+    let why = if kind == Kind::Read {
+        "a writer (or a plain lock of the same name) holds it, or a writer is waiting for it"
     } else {
-        (
-            ErrorKind::Contended,
-            "readers, another writer or a plain lock of the same name hold it".to_owned(),
-        )
-    })
+        "readers, another writer or a plain lock of the same name hold it"
+    };
+    let line = if behind {
+        ", or earlier fair waiters are in line"
+    } else {
+        ""
+    };
+    Some((ErrorKind::Contended, format!("{why}{line}")))
 }
 
 /// Why a permit round that did not reach Q(limit) failed. Full nodes make it

@@ -243,11 +243,22 @@ impl Fair {
             ticket.as_str(),
             clock.as_str(),
         ];
-        let limit;
-        // Read-write locks are never fair (their writer marks order them): only locks and
-        // permits get here.
+        let (limit, mark_ms);
+        // Each script's own keys come after the queue's (and the fence counters).
         let script = match req.kind {
-            Kind::Lock | Kind::Read | Kind::Write | Kind::Leader => &scripts::FAIR_ACQUIRE,
+            Kind::Lock | Kind::Leader => &scripts::FAIR_ACQUIRE,
+            // A fair lock of the lock key that leaves its mark, as a writer does.
+            Kind::Write => {
+                mark_ms = req.mark_ttl.as_millis().max(1).to_string();
+                args.push(mark_ms.as_str());
+                keys.push(scripts::writer_mark_key(&req.keys[0]));
+                &scripts::FAIR_ACQUIRE
+            }
+            Kind::Read => {
+                keys.push(scripts::readers_key(&req.keys[0]));
+                keys.push(scripts::writer_mark_key(&req.keys[0]));
+                &crate::rwlock::FAIR_READ_ACQUIRE
+            }
             Kind::Permit { limit: l } => {
                 limit = l.to_string();
                 args.push(limit.as_str());
@@ -266,14 +277,23 @@ impl Fair {
             QueueOp::Leave => "leave",
             QueueOp::Dequeue => "dequeue",
         };
+        let mut keys = self.keys.clone();
         let kind = match req.kind {
-            Kind::Lock | Kind::Read | Kind::Write | Kind::Leader => "lock",
+            Kind::Lock | Kind::Leader => "lock",
             Kind::Permit { .. } => "permit",
+            Kind::Read => {
+                keys.push(scripts::readers_key(&req.keys[0]));
+                "read"
+            }
+            Kind::Write => {
+                keys.push(scripts::writer_mark_key(&req.keys[0]));
+                "write"
+            }
         };
         let timeout = self.timeout_ms();
         scripts::evalsha(
             &scripts::FAIR_LEAVE,
-            &self.keys,
+            &keys,
             &[&req.token, mode, &timeout, &n, &ticket, kind],
         )
     }

@@ -42,6 +42,7 @@ mod manager;
 mod node;
 mod notify;
 mod quorum;
+mod rwlock;
 pub mod scripts;
 mod settings;
 mod shards;

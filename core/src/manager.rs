@@ -181,7 +181,9 @@ impl LockManager {
     /// [`RwLock::write`] excludes readers and other writers, and a plain lock of the same name
     /// excludes both (the writer's key is the lock's own key; while readers hold, it holds a
     /// marker that no token equals). A writer that is waiting holds back new readers (its mark,
-    /// renewed by its rounds, lives a queue timeout), so writers never starve. Both sides are
+    /// renewed by its rounds, lives a queue timeout), so writers never starve. With `fair`
+    /// readers and writers wait in the lock's one line (shared with fair locks of the name) and
+    /// are served in the order they queued, readers in a row together. Both sides are
     /// [`Lock`]s (ttl, validity, extend, release, auto-extension, fencing, the lost signal, the
     /// report) granted by the same majority as a lock.
     pub fn rw_lock(&self, resource: impl Into<String>) -> RwLock {
@@ -403,10 +405,11 @@ impl RwLock {
 
     /// Acquires a read lock for `ttl` (cancel-safe as [`LockManager::acquire_with`]); fails
     /// with `Contended` while a writer or a plain lock holds the resource or a writer waits for
-    /// it. `fair` and `min_hold` are refused (`InvalidArgument`).
+    /// it. With `fair` it waits in line: admitted when no writer or plain lock holds the
+    /// resource or waits ahead of it. `min_hold` is refused (`InvalidArgument`).
     pub async fn read_with(&self, ttl: Duration, options: AcquireOptions) -> Result<Lock> {
         let cluster = &self.manager.cluster;
-        acquire::acquire_rw(cluster, &self.resource, Access::Read, ttl, options).await
+        crate::rwlock::acquire_rw(cluster, &self.resource, Access::Read, ttl, options).await
     }
 
     /// Acquires the write (exclusive) lock for `ttl` with the manager's retry settings.
@@ -416,9 +419,10 @@ impl RwLock {
 
     /// Acquires the write lock for `ttl` (cancel-safe as [`LockManager::acquire_with`]); fails
     /// with `Contended` while readers, another writer or a plain lock hold the resource. While
-    /// it waits, new readers are refused. `fair` and `min_hold` are refused (`InvalidArgument`).
+    /// it waits, new readers are refused. With `fair` it waits in line: granted when nothing
+    /// holds the resource and it heads the line. `min_hold` is refused (`InvalidArgument`).
     pub async fn write_with(&self, ttl: Duration, options: AcquireOptions) -> Result<Lock> {
         let cluster = &self.manager.cluster;
-        acquire::acquire_rw(cluster, &self.resource, Access::Write, ttl, options).await
+        crate::rwlock::acquire_rw(cluster, &self.resource, Access::Write, ttl, options).await
     }
 }

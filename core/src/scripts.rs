@@ -9,6 +9,8 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+pub use crate::rwlock::FAIR_READ_ACQUIRE_SOURCE;
+
 /// The Lua functions of the limit record ([`limit_key`]): `recorded(k)`, the limit recorded in
 /// `k` (nil when there is none, or when `k` holds something that is not a limit: then it is not
 /// ours and is never written), and `record(k, limit, of)`, which records `limit` for as long as
@@ -50,7 +52,7 @@ macro_rules! concat_lua {
 /// Every script, loaded with `SCRIPT LOAD` on each (re)connection so that each request is a
 /// single `EVALSHA`: one command per request keeps requests on a connection strictly ordered
 /// (a rollback can never overtake the acquire it undoes).
-pub(crate) const ALL_SOURCES: [&str; 21] = [
+pub(crate) const ALL_SOURCES: [&str; 22] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     RELEASE_HELD_SOURCE,
@@ -63,6 +65,7 @@ pub(crate) const ALL_SOURCES: [&str; 21] = [
     FAIR_ACQUIRE_SOURCE,
     FAIR_LEAVE_SOURCE,
     SEM_FAIR_ACQUIRE_SOURCE,
+    crate::rwlock::FAIR_READ_ACQUIRE_SOURCE,
     READ_ACQUIRE_SOURCE,
     READ_RELEASE_SOURCE,
     READ_EXTEND_SOURCE,
@@ -368,22 +371,48 @@ pub fn writer_mark_key(key: &str) -> String {
     crate::slot::companion(key, ":ironlock:writer")
 }
 
-/// A read script: the shared head (the node's time in ms as `now`, expired readers dropped,
-/// `hold(ttl)` to (re)admit the token until `now + ttl`, keeping the lock key — which holds
-/// [`READERS_VALUE`] — alive at least as long) and then `$body`. KEYS\[1\] is the lock key,
-/// KEYS\[2\] the readers key.
+/// The Lua of a read-write lock's readers (after `now`, the node's time in ms): `READERS`
+/// ([`READERS_VALUE`]); `hold(k, r, ttl)` (re)admits the token to the readers `r` until
+/// `now + ttl`, keeping the lock key `k` alive at least as long; `unread(k, r)` takes the token
+/// out of `r` (returning 1 when it was reading) after dropping expired readers, and then `k`
+/// expires with the last reader left, or goes with the last one.
+macro_rules! readers_lua {
+    () => {
+        concat!(
+            "local READERS = 'ironlock readers'\n",
+            "local function hold(k, r, ttl)\n",
+            "  redis.call('ZADD', r, now + ttl, ARGV[1])\n",
+            "  if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end\n",
+            "  if redis.call('PTTL', k) < ttl then redis.call('SET', k, READERS, 'PX', ttl) end\n",
+            "end\n",
+            "local function unread(k, r)\n",
+            "  redis.call('ZREMRANGEBYSCORE', r, '-inf', now)\n",
+            "  local n = redis.call('ZREM', r, ARGV[1])\n",
+            "  if redis.call('GET', k) == READERS then\n",
+            "    local last = redis.call('ZRANGE', r, -1, -1, 'WITHSCORES')\n",
+            "    if #last == 0 then\n",
+            "      redis.call('DEL', k)\n",
+            "    else\n",
+            "      redis.call('PEXPIRE', k, math.max(tonumber(last[2]) - now, 1))\n",
+            "    end\n",
+            "  end\n",
+            "  return n\n",
+            "end\n",
+        )
+    };
+}
+pub(crate) use readers_lua;
+
+/// A read script: the shared head (the node's time in ms as `now`, `readers_lua`'s functions,
+/// expired readers dropped) and then `$body`. KEYS\[1\] is the lock key, KEYS\[2\] the readers
+/// key.
 macro_rules! read_lua {
     ($body:expr) => {
         concat!(
             "\nlocal t = redis.call('TIME')\n",
             "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n",
-            "local READERS = 'ironlock readers'\n",
+            readers_lua!(),
             "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)\n",
-            "local function hold(ttl)\n",
-            "  redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])\n",
-            "  if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end\n",
-            "  if redis.call('PTTL', KEYS[1]) < ttl then redis.call('SET', KEYS[1], READERS, 'PX', ttl) end\n",
-            "end\n",
             $body
         )
     };
@@ -401,7 +430,7 @@ if v and v ~= READERS then return {0, 1} end
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) and redis.call('EXISTS', KEYS[3]) == 1 then
   return {0, 2}
 end
-hold(tonumber(ARGV[2]))
+hold(KEYS[1], KEYS[2], tonumber(ARGV[2]))
 local fence = 0
 if ARGV[3] == "1" then fence = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
 return {1, fence}
@@ -416,15 +445,7 @@ pub(crate) static READ_ACQUIRE: LazyLock<Script> =
 /// the token was reading, else 0.
 pub const READ_RELEASE_SOURCE: &str = read_lua!(
     r#"
-local n = redis.call('ZREM', KEYS[2], ARGV[1])
-if redis.call('GET', KEYS[1]) == READERS then
-  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  if #last == 0 then
-    redis.call('DEL', KEYS[1])
-  else
-    redis.call('PEXPIRE', KEYS[1], math.max(tonumber(last[2]) - now, 1))
-  end
-end
+local n = unread(KEYS[1], KEYS[2])
 if n > 0 and ARGV[2] == "1" then redis.call('PUBLISH', KEYS[1] .. ':ironlock:release', ARGV[1]) end
 return n
 "#
@@ -442,11 +463,11 @@ pub const READ_EXTEND_SOURCE: &str = read_lua!(
 local v = redis.call('GET', KEYS[1])
 if v and v ~= READERS then return 0 end
 if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
-  hold(tonumber(ARGV[2]))
+  hold(KEYS[1], KEYS[2], tonumber(ARGV[2]))
   return 1
 end
 if ARGV[3] ~= "1" then return 0 end
-hold(tonumber(ARGV[2]))
+hold(KEYS[1], KEYS[2], tonumber(ARGV[2]))
 return 2
 "#
 );
@@ -606,12 +627,15 @@ pub fn ticket_key(key: &str) -> String {
 }
 
 /// A fair-queue script: the shared head (`n` resources, the node's time in ms as `now`, the queue
-/// timeout `qt`, `join(i, ticket)` to (re)register the token in queue `i` with a fresh
-/// heartbeat, after dropping the entries whose heartbeat stopped) and then `$body`. A join
-/// only ever lengthens the life of the queue's keys (to `qt` from now): a waiter with a shorter
-/// queue timeout must not make the entries of waiters with longer ones expire with its own.
-/// KEYS: the n lock keys, their n queue keys, n heartbeat keys, n ticket counter keys (then,
-/// for an acquire with fencing, n fence counter keys).
+/// timeout `qt`, `me` the token's entry in the queues (the token; a reader's is
+/// [`reader_entry`]), `sweep(i)` to drop the entries of queue `i` whose heartbeat stopped,
+/// `join(i, ticket)` to (re)register `me` in queue `i` with a fresh heartbeat, and
+/// `fresh_ticket()`, the next ticket here: above every counter and at least ARGV\[7\]) and then
+/// `$body`. A join only ever lengthens the life of the queue's keys (to `qt` from now): a waiter
+/// with a shorter queue timeout must not make the entries of waiters with longer ones expire
+/// with its own. KEYS: the n lock keys, their n queue keys, n heartbeat keys, n ticket counter
+/// keys (then, for an acquire with fencing, n fence counter keys; each script's own keys come
+/// last).
 macro_rules! fair_lua {
     ($body:expr) => {
         concat!(
@@ -619,6 +643,7 @@ macro_rules! fair_lua {
             "local t = redis.call('TIME')\n",
             "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n",
             "local qt = tonumber(ARGV[3])\n",
+            "local me = ARGV[1]\n",
             "local function sweep(i)\n",
             "  local q, b = KEYS[n + i], KEYS[2 * n + i]\n",
             "  local dead = redis.call('ZRANGEBYSCORE', b, '-inf', now)\n",
@@ -629,15 +654,31 @@ macro_rules! fair_lua {
             "end\n",
             "local function join(i, ticket)\n",
             "  local q, b, c = KEYS[n + i], KEYS[2 * n + i], KEYS[3 * n + i]\n",
-            "  redis.call('ZADD', q, ticket, ARGV[1])\n",
-            "  redis.call('ZADD', b, now + qt, ARGV[1])\n",
+            "  redis.call('ZADD', q, ticket, me)\n",
+            "  redis.call('ZADD', b, now + qt, me)\n",
             "  local c0 = tonumber(redis.call('GET', c) or '0') or 0\n",
             "  if ticket > c0 then redis.call('SET', c, string.format('%d', ticket), 'KEEPTTL') end\n",
             "  keep(q); keep(b); keep(c)\n",
             "end\n",
+            "local function fresh_ticket()\n",
+            "  local ticket = tonumber(ARGV[7])\n",
+            "  for i = 1, n do\n",
+            "    local c = tonumber(redis.call('GET', KEYS[3 * n + i]) or '0') or 0\n",
+            "    if c >= ticket then ticket = c + 1 end\n",
+            "  end\n",
+            "  return ticket\n",
+            "end\n",
             $body
         )
     };
+}
+pub(crate) use fair_lua;
+
+/// A reader's entry in a lock key's fair queue: its token and `" r"` (tokens hold no space, so
+/// no token is ever one). Writers and plain locks queue by their token: the line tells who
+/// shares, and the queue's sweep drops a silent reader's entry as any other.
+pub fn reader_entry(token: &str) -> String {
+    format!("{token} r")
 }
 
 /// A fair acquire on one node: sets every lock key with `PX ttl` only when every key
@@ -647,7 +688,9 @@ macro_rules! fair_lua {
 /// keys); one granted at once never joins, so the commonest grant, the woken head's, costs no
 /// queue writes but its own removal.
 /// ARGV: token, ttl_ms, queue timeout (ms), n, fencing (0/1), ticket (0: take the next one
-/// here: above this node's counter and at least ARGV\[7\]), the client's clock in µs.
+/// here: above this node's counter and at least ARGV\[7\]), the client's clock in µs and, for
+/// the writer of a read-write lock (n = 1), mark_ms: granted or refused, the writer leaves or
+/// renews its mark as [`WRITE_ACQUIRE_SOURCE`] does (the last key is its writer mark key).
 /// Returns `{1, max_fence_counter, ticket}` when set (ticket 0 when granted before it took one);
 /// `{0, 0, ticket}` when another token holds
 /// a key and the token heads every queue (it is next); `{0, 2, ticket}` when another token holds
@@ -655,6 +698,10 @@ macro_rules! fair_lua {
 /// ticket is waiting.
 pub const FAIR_ACQUIRE_SOURCE: &str = fair_lua!(
     r#"
+if ARGV[8] then
+  local m = redis.call('GET', KEYS[#KEYS])
+  if not m or m == ARGV[1] then redis.call('SET', KEYS[#KEYS], ARGV[1], 'PX', ARGV[8]) end
+end
 for i = 1, n do sweep(i) end
 local function heads()
   for i = 1, n do
@@ -670,13 +717,7 @@ for i = 1, n do
 end
 local ticket = tonumber(ARGV[6])
 if held or not heads() then
-  if ticket == 0 then
-    ticket = tonumber(ARGV[7])
-    for i = 1, n do
-      local c = tonumber(redis.call('GET', KEYS[3 * n + i]) or '0') or 0
-      if c >= ticket then ticket = c + 1 end
-    end
-  end
+  if ticket == 0 then ticket = fresh_ticket() end
   for i = 1, n do join(i, ticket) end
   local head = heads()
   if held then
@@ -702,27 +743,36 @@ pub(crate) static FAIR_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(FAIR_ACQUIRE_SOURCE));
 
 /// What a fair waiter does to its queue entries between and after rounds.
-/// ARGV: token, mode, queue timeout (ms), n, ticket, kind (`lock`, or `permit`: KEYS\[1\] is a
-/// semaphore). Modes:
-/// - `requeue` (the rollback of a failed round): takes the token off the lock keys (or out of
-///   the semaphore), without announcing it, and keeps it in line with its ticket and a fresh
-///   heartbeat;
-/// - `leave` (a waiter that gives up or is cancelled): takes the token off the lock keys (or out
-///   of the semaphore) and out of the queues; when it headed a queue, announces on that key's
-///   release channel so that the next waiter tries at once;
+/// ARGV: token, mode, queue timeout (ms), n, ticket, kind: `lock`; `permit` (KEYS\[1\] is a
+/// semaphore); `read` (n = 1, the last key is the readers key, the entries are
+/// [`reader_entry`]); `write` (n = 1, the last key is the writer mark key). Modes:
+/// - `requeue` (the rollback of a failed round): takes the token off the lock keys (out of the
+///   semaphore; out of the readers, the lock key then living as long as the last reader left, as
+///   [`READ_RELEASE_SOURCE`] leaves it), without announcing it, and keeps it in line with its
+///   ticket and a fresh heartbeat (a writer keeps its mark: it still waits);
+/// - `leave` (a waiter that gives up or is cancelled): takes the token off as `requeue` does and
+///   out of the queues; when it headed a queue, announces on that key's release channel so that
+///   the next waiter tries at once; a writer also takes its mark away, announcing that too
+///   (readers held back by it may go);
 /// - `dequeue` (after a grant, on the nodes that did not grant): removes the queue entries only.
 ///
 /// Returns how many queue entries it removed or wrote.
-pub const FAIR_LEAVE_SOURCE: &str = fair_lua!(
+pub const FAIR_LEAVE_SOURCE: &str = fair_lua!(concat!(
+    readers_lua!(),
     r#"
 local mode = ARGV[2]
+local kind = ARGV[6]
 local ticket = tonumber(ARGV[5])
 local changed = 0
+local announced = false
+if kind == "read" then me = ARGV[1] .. ' r' end
 for i = 1, n do
   local q, b = KEYS[n + i], KEYS[2 * n + i]
   if mode ~= "dequeue" then
-    if ARGV[6] == "permit" then
+    if kind == "permit" then
       redis.call('ZREM', KEYS[i], ARGV[1])
+    elseif kind == "read" then
+      unread(KEYS[i], KEYS[#KEYS])
     elseif redis.call('GET', KEYS[i]) == ARGV[1] then
       redis.call('DEL', KEYS[i])
     end
@@ -732,17 +782,22 @@ for i = 1, n do
     join(i, ticket)
     changed = changed + 1
   else
-    local head = redis.call('ZRANGE', q, 0, 0)[1] == ARGV[1]
-    changed = changed + redis.call('ZREM', q, ARGV[1])
-    redis.call('ZREM', b, ARGV[1])
+    local head = redis.call('ZRANGE', q, 0, 0)[1] == me
+    changed = changed + redis.call('ZREM', q, me)
+    redis.call('ZREM', b, me)
     if mode == "leave" and head then
       redis.call('PUBLISH', KEYS[i] .. ':ironlock:release', ARGV[1])
+      announced = true
     end
   end
 end
+if mode == "leave" and kind == "write" and redis.call('GET', KEYS[#KEYS]) == ARGV[1] then
+  redis.call('DEL', KEYS[#KEYS])
+  if not announced then redis.call('PUBLISH', KEYS[1] .. ':ironlock:release', ARGV[1]) end
+end
 return changed
 "#
-);
+));
 pub(crate) static FAIR_LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(FAIR_LEAVE_SOURCE));
 
 /// A fair acquire of a semaphore permit on one node: registers (or refreshes) the
@@ -765,11 +820,7 @@ if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   if rec and rec ~= limit and redis.call('ZCARD', KEYS[1]) > 0 then return {-1, rec, 0} end
 end
 local ticket = tonumber(ARGV[6])
-if ticket == 0 then
-  ticket = tonumber(ARGV[7])
-  local c = tonumber(redis.call('GET', KEYS[4]) or '0') or 0
-  if c >= ticket then ticket = c + 1 end
-end
+if ticket == 0 then ticket = fresh_ticket() end
 sweep(1)
 join(1, ticket)
 local ttl = tonumber(ARGV[2])

@@ -269,12 +269,12 @@ async fn bad_input_names_its_argument() {
     let c = cluster(1);
     let m = LockManager::new(config(&c).retry_count(0)).await.unwrap();
     let rw = m.rw_lock("r");
-    let e = rw
+    // Fair is no bad input: a fair read waits in the lock key's line (rwlock_fair.rs).
+    let r = rw
         .read_with(SEC, AcquireOptions::try_once().fair(true))
         .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    assert!(e.message().starts_with("fair: "), "{e}");
+        .expect("a fair read");
+    assert!(r.release().await.held);
     let e = rw
         .write_with(SEC, AcquireOptions::try_once().min_hold(ms(10)))
         .await
@@ -361,6 +361,18 @@ impl Referee {
 /// of its validity. The referee sees no write valid at the same time as another read or write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_write_is_never_valid_with_another_read_or_write_while_a_node_restarts() {
+    referee_while_a_node_restarts(false).await;
+}
+
+/// The same with fair waiters: the tasks of one manager wait in line, one of them a fair plain
+/// lock of the same name (counted as a write), beside the plain readers and writers of the
+/// other manager.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_fair_waiters_a_write_is_never_valid_with_another_read_or_write() {
+    referee_while_a_node_restarts(true).await;
+}
+
+async fn referee_while_a_node_restarts(fair: bool) {
     let mut c = cluster(5);
     // max_ttl 2 s: the quarantine of a fresh node is 2 s + drift + 1 s; wait it out first.
     tokio::time::sleep(ms(3100)).await;
@@ -379,13 +391,19 @@ async fn a_write_is_never_valid_with_another_read_or_write_while_a_node_restarts
     let until = Instant::now() + 6 * SEC;
     let mut tasks = Vec::new();
     for t in 0..8usize {
-        let rw = managers[t % 2].rw_lock(name.clone());
+        let m = managers[t % 2].clone();
+        let rw = m.rw_lock(name.clone());
         let referee = referee.clone();
+        // With `fair`, the tasks of the second manager wait in line; its task 7 takes a plain
+        // lock of the name.
+        let (in_line, plain) = (fair && t % 2 == 1, fair && t == 7);
         tasks.push(tokio::spawn(async move {
-            let write = t % 4 == 0;
+            let write = t % 4 == 0 || plain;
             while Instant::now() < until {
-                let opts = AcquireOptions::wait(ms(500));
-                let got = if write {
+                let opts = AcquireOptions::wait(ms(500)).fair(in_line);
+                let got = if plain {
+                    m.acquire_with(&[rw.resource()], ms(800), opts).await
+                } else if write {
                     rw.write_with(ms(800), opts).await
                 } else {
                     rw.read_with(ms(800), opts).await
