@@ -257,6 +257,35 @@ async fn an_extension_reseats_the_restarted_node_only_and_only_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reseat_refused_by_another_clients_key_is_tried_again_at_the_next_extension() {
+    let mut c = cluster(3);
+    let m = LockManager::new(config(&c).retry_count(0)).await.unwrap();
+    let lock = m.acquire(&[unique("retry")], 10 * SEC).await.unwrap();
+    let key = lock.keys()[0].clone();
+    m.flush().await;
+    restart(&mut c, &m, 1).await;
+    // Another client took the key on the restarted node: the re-seat must not overwrite it.
+    c.command(1, &["SET", &key, "someone-else", "PX", "10000"])
+        .unwrap();
+    lock.extend(5 * SEC).await.expect("nodes 0 and 2 extend");
+    let votes = votes_of(&lock);
+    assert!(
+        matches!(votes[1], Vote::Against | Vote::Pending),
+        "{votes:?}"
+    );
+    m.flush().await;
+    assert!(get(&c, 1, &key).contains("someone-else"));
+    assert_eq!(m.node_status()[1].reseats, 0);
+    // Its key gone, the node is asked to re-seat again: its seat did not move without a "yes".
+    c.command(1, &["DEL", &key]).unwrap();
+    lock.extend(5 * SEC).await.expect("extended");
+    m.flush().await;
+    assert!(get(&c, 1, &key).contains(lock.token()));
+    assert_eq!(m.node_status()[1].reseats, 1);
+    assert!(lock.release().await.held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_reseat_off_a_restarted_node_stays_empty() {
     let mut c = cluster(3);
     let m = LockManager::new(config(&c).retry_count(0).reseat(false))
