@@ -253,13 +253,14 @@ pub struct RunArgs {
 
     /// Take the read (shared) side of the read-write lock RESOURCE: any number of --read
     /// commands run at once, never with a --write command or a plain lock of the name; a
-    /// waiting --write holds back new readers
-    #[arg(long, conflicts_with_all = ["write", "slots", "fair"])]
+    /// waiting --write holds back new readers; with --fair, readers and writers run in the order
+    /// they queued
+    #[arg(long, conflicts_with_all = ["write", "slots"])]
     pub read: bool,
 
     /// Take the write (exclusive) side of the read-write lock RESOURCE: it runs alone, with no
     /// --read command and no plain lock of the name; while it waits, new readers wait too
-    #[arg(long, conflicts_with_all = ["slots", "fair"])]
+    #[arg(long, conflicts_with = "slots")]
     pub write: bool,
 
     /// Keep the lock taken at least this many seconds after it was granted, even when the

@@ -285,10 +285,11 @@ pub unsafe extern "C" fn ironlock_acquire_permit(
 /// Returns IRONLOCK_CONTENDED while a writer or a plain lock of the name holds it or a writer
 /// waits for it, IRONLOCK_UNAVAILABLE when no quorum answered in time,
 /// IRONLOCK_INVALID_ARGUMENT for bad input, naming it: a NULL, empty or non-UTF-8 `resource`,
-/// a bad ttl, and the two options read-write locks refuse: fair
-/// (`ironlock_acquire_opts_set_fair(opts, true)`; the message starts with `fair:`) and a
-/// non-zero minimum hold (`ironlock_acquire_opts_set_min_hold`; the message starts with
-/// `min_hold:`). Nothing reaches Redis for bad input. Added after the 0.1.0 ABI.
+/// a bad ttl, and a non-zero minimum hold, which read-write locks refuse
+/// (`ironlock_acquire_opts_set_min_hold`; the message starts with `min_hold:`). Nothing reaches
+/// Redis for bad input. With fair (`ironlock_acquire_opts_set_fair`, or the manager's setting)
+/// the reader waits in the lock's line: admitted when no writer or plain lock of the name holds
+/// it or waits ahead of it. Added after the 0.1.0 ABI.
 ///
 /// # Safety
 /// `manager` is NULL or a live manager; `resource` is NULL or a NUL-terminated string; `opts`
@@ -316,8 +317,9 @@ pub unsafe extern "C" fn ironlock_acquire_read(
 ///
 /// Returns IRONLOCK_CONTENDED while readers, another writer or a plain lock of the name hold
 /// it, IRONLOCK_UNAVAILABLE when no quorum answered in time, IRONLOCK_INVALID_ARGUMENT for bad
-/// input as `ironlock_acquire_read` (fair and a non-zero minimum hold are refused the same
-/// way). Added after the 0.1.0 ABI.
+/// input as `ironlock_acquire_read` (a non-zero minimum hold is refused the same way). With
+/// fair the writer waits in the lock's line: granted when nobody holds it and it heads the
+/// line. Added after the 0.1.0 ABI.
 ///
 /// # Safety
 /// As `ironlock_acquire_read`.

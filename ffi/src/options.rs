@@ -108,9 +108,8 @@ pub unsafe extern "C" fn ironlock_acquire_opts_set_fencing(
 
 /// Wait in line (FIFO across the quorum), whatever the manager's `fair` setting says;
 /// `fair` false makes this acquire plain. Options never given this take the manager's setting.
-/// Read-write locks order their own waiters (a waiting writer holds back new readers):
-/// `ironlock_acquire_read` / `_write` refuse `fair` true with IRONLOCK_INVALID_ARGUMENT and
-/// ignore the manager's setting. Added after the 0.1.0 ABI.
+/// `ironlock_acquire_read` / `_write` with `fair` wait in the same line as fair locks of the
+/// name, readers and writers in the order they queued. Added after the 0.1.0 ABI.
 ///
 /// # Safety
 /// `opts` is NULL or live.

@@ -286,8 +286,8 @@ export interface AcquireOptions {
   /** Compute a fencing token (`lock.fence`). */
   fencing?: boolean
   /**
-   * Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting. Refused
-   * (`true`) by read-write locks, which order their waiters themselves.
+   * Wait in line (FIFO across the quorum); unset takes the manager's `fair` setting. Readers
+   * and writers of a read-write lock wait in the same line as fair locks of the name.
    */
   fair?: boolean
   /**
@@ -602,16 +602,18 @@ export interface RwLock {
   /**
    * Acquires the read (shared) side for `durationMs`: granted alongside other readers; rejects
    * with LockContendedError while a writer holds the resource or waits for it, or a plain lock
-   * of the same name holds it. `fair: true` and `minHold` are refused with InvalidArgumentError
-   * (`fair: …`, `min_hold: …`).
+   * of the same name holds it. With `fair: true` it waits in line: admitted when no writer or
+   * plain lock holds it or waits ahead of it. `minHold` is refused with InvalidArgumentError
+   * (`min_hold: …`).
    */
   read(durationMs: number, options?: AcquireOptions): Promise<Lock>
   /**
    * Acquires the write (exclusive) side for `durationMs`: rejects with LockContendedError while
    * readers, another writer or a plain lock of the same name hold the resource. While it waits
    * (`wait`, `retryCount`), new readers are refused, and a release by the last reader wakes it.
-   * A writer that gives up or is aborted stops holding readers back. `fair: true` and `minHold`
-   * are refused with InvalidArgumentError (`fair: …`, `min_hold: …`).
+   * A writer that gives up or is aborted stops holding readers back. With `fair: true` it waits
+   * in line: granted when nobody holds the resource and it heads the line. `minHold` is refused
+   * with InvalidArgumentError (`min_hold: …`).
    */
   write(durationMs: number, options?: AcquireOptions): Promise<Lock>
 }

@@ -111,7 +111,7 @@ class RwLock {
 
   /**
    * Acquires the read (shared) side for `durationMs` (options as `LockManager#acquire`: `wait`,
-   * `retryCount`, `fencing`, `signal`; `fair` and `minHold` are refused).
+   * `retryCount`, `fencing`, `fair`, `signal`; `minHold` is refused).
    */
   read(durationMs, options) {
     return this.#acquire('read', durationMs, options)

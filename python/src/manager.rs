@@ -391,7 +391,8 @@ impl LockManager {
     /// Acquires the read (shared) side of the read-write lock `resource` for `ttl` seconds: a
     /// Lock like any other (extend, release, keep_alive, fencing) whose `access` is "read".
     /// Readers share; a writer, a waiting writer or a plain lock of the name refuses it.
-    /// `fair` and `min_hold` are refused (InvalidArgumentError). Raises on failure.
+    /// `fair` waits in the lock's line (FIFO with fair writers and fair locks of the name);
+    /// `min_hold` is refused (InvalidArgumentError). Raises on failure.
     #[pyo3(signature = (resource, ttl, *, wait = None, fencing = None, retry_count = None, fair = None, min_hold = None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire_read(
@@ -413,8 +414,8 @@ impl LockManager {
 
     /// Acquires the write (exclusive) side of the read-write lock `resource` for `ttl`
     /// seconds: a Lock whose `access` is "write". Readers, another writer or a plain lock of the
-    /// name refuse it; while it waits, new readers are refused. `fair` and `min_hold` are
-    /// refused (InvalidArgumentError). Raises on failure.
+    /// name refuse it; while it waits, new readers are refused. `fair` waits in the lock's
+    /// line; `min_hold` is refused (InvalidArgumentError). Raises on failure.
     #[pyo3(signature = (resource, ttl, *, wait = None, fencing = None, retry_count = None, fair = None, min_hold = None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire_write(
@@ -540,8 +541,9 @@ impl AsyncLockManager {
 
     /// Acquires the read (shared) side of the read-write lock `resource` for `ttl` seconds: an
     /// AsyncLock whose `access` is "read". Readers share; a writer, a waiting writer or a plain
-    /// lock of the name refuses it. `fair` and `min_hold` are refused (InvalidArgumentError).
-    /// Cancelling the awaiting task leaves no holder behind.
+    /// lock of the name refuses it. `fair` waits in the lock's line (FIFO with fair writers
+    /// and fair locks of the name); `min_hold` is refused (InvalidArgumentError). Cancelling
+    /// the awaiting task leaves no holder behind.
     #[pyo3(signature = (resource, ttl, *, wait = None, fencing = None, retry_count = None, fair = None, min_hold = None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire_read<'py>(
@@ -563,8 +565,9 @@ impl AsyncLockManager {
 
     /// Acquires the write (exclusive) side of the read-write lock `resource` for `ttl`
     /// seconds: an AsyncLock whose `access` is "write". Readers, another writer or a plain lock
-    /// of the name refuse it; while it waits, new readers are refused. `fair` and `min_hold`
-    /// are refused (InvalidArgumentError). Cancelling the awaiting task leaves no key behind.
+    /// of the name refuse it; while it waits, new readers are refused. `fair` waits in the
+    /// lock's line; `min_hold` is refused (InvalidArgumentError). Cancelling the awaiting task
+    /// leaves no key behind.
     #[pyo3(signature = (resource, ttl, *, wait = None, fencing = None, retry_count = None, fair = None, min_hold = None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire_write<'py>(

@@ -229,10 +229,6 @@ int main() {
                 [&] { m.acquire_permit(std::string("cpp-a\0evil", 10), 2, 1s); });
         refused("NUL in a read-write lock's name", "resource",
                 [&] { m.acquire_write(std::string("cpp-a\0evil", 10), 1s); });
-        refused("fair read", "fair",
-                [&] { m.acquire_read(name("rw-fair"), 1s, {std::nullopt, std::nullopt, false, true}); });
-        refused("fair write", "fair",
-                [&] { m.acquire_write(name("rw-fair"), 1s, {std::nullopt, std::nullopt, false, true}); });
         refused("negative ttl of a read", "ttl", [&] { m.acquire_read(name("rw-neg"), -1s); });
         refused("NUL in a node URL", "nodes",
                 [] { ironlock::config{}.node(std::string("redis://127.0.0.1:6379\0x", 24)); });

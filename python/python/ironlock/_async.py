@@ -181,8 +181,8 @@ class AsyncRwLock:
     """The asyncio twin of ``RwLock`` (``manager.rw_lock("doc")``): ``read(ttl)`` is shared
     by any number of readers; ``write(ttl)`` excludes readers, other writers and plain locks
     of the same name, and a plain lock of the name excludes both. A waiting writer holds back
-    new readers and is granted once the readers there leave. ``fair`` and ``min_hold`` do not
-    apply to read-write locks."""
+    new readers and is granted once the readers there leave. With ``fair`` readers and
+    writers are served in the order they queued; ``min_hold`` does not apply."""
 
     def __init__(self, manager: "AsyncLockManager", resource: str) -> None:
         self._manager, self._resource = manager, resource

@@ -320,8 +320,9 @@ class RwLock:
     hold it, and a plain lock of the name is refused while readers or a writer hold it. A
     writer that is waiting (``wait=``) holds back new readers, so writers never starve: it is
     granted once the readers there leave. Both sides are ``Lock`` objects granted by the same
-    majority as a lock (extend, keep_alive, fencing, the lost flag, the report). Fair queues
-    (``fair``) and ``min_hold`` do not apply to read-write locks. The object is cheap and holds
+    majority as a lock (extend, keep_alive, fencing, the lost flag, the report). With ``fair``
+    readers and writers wait in the lock's line and are served in the order they queued
+    (readers in a row together); ``min_hold`` does not apply. The object is cheap and holds
     nothing itself; each ``read()`` / ``write()`` is one use."""
 
     def __init__(self, manager: "LockManager", resource: str) -> None:
