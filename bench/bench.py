@@ -80,6 +80,7 @@ FULL = {
     "e": ("e", 5, 10000, 64, False, 30, 1),
     "dp": ("d", 5, 2000, 17, False, 10, 3, 2),
     "drw": ("d", 5, 2000, 17, False, 10, 3, 2, ["--rw", "1"]),
+    "drwf": ("d", 5, 2000, 17, False, 10, 3, 2, ["--rw", "1", "--fair", "1"]),
     "f": ("f", 5, 10, 1, False, 40, 2, 0, ["--ttl-ms", "1000"]),
 }
 SMOKE = {
@@ -92,6 +93,7 @@ SMOKE = {
     "ds": ("d", 5, 10, 4, False, 10, 1, 1, ["--limit", "2"]),
     "e": ("e", 3, 100, 8, False, 10, 1),
     "drw": ("d", 5, 10, 4, False, 10, 1, 1, ["--rw", "1"]),
+    "drwf": ("d", 5, 10, 4, False, 10, 1, 1, ["--rw", "1", "--fair", "1"]),
     "f": ("f", 3, 1, 1, False, 20, 1, 0, ["--ttl-ms", "500"]),
 }
 # Workloads only some clients take (fair mode and semaphores are ironlock's and
@@ -101,6 +103,7 @@ WORKLOAD_CLIENTS = {
     "ds": ("ironlock-rust", "ironlock-node", "redis-semaphore"),
     "dp": ("ironlock-rust",),
     "drw": ("ironlock-rust",),
+    "drwf": ("ironlock-rust",),
     "f": ("ironlock-rust", "ironlock-rust-poll"),
 }
 TITLES = {
@@ -117,6 +120,7 @@ TITLES = {
     "e": "(e) memory: one process holding 10,000 locks at once (N = 5, taken 64 at a time)",
     "dp": "(d) 17 workers on ONE key with plain locks, each grant held 2 ms, N = 5, default retry settings (the base of the read-write row)",
     "drw": "(d) READ-WRITE: 16 readers and 1 writer on ONE read-write lock, each grant held 2 ms, N = 5, default retry settings (per worker: the writer first)",
+    "drwf": "(d) READ-WRITE, FAIR: the same 16 readers and 1 writer with `fair` on (every waiter in ticket order)",
     "f": "(f) ELECTION FAILOVER: the leader stops without resigning (as a killed process: its keys stay until they expire), ttl 1 s (smoke: 0.5 s), N = 5 (smoke: 3); time until the standby leads",
 }
 
@@ -425,11 +429,13 @@ def markdown(head, plan, records, clients, smoke):
         lines, rows = table(wid, spec, records, clients)
         aggs[wid] = rows
         md += lines
-    rw, plain = aggs.get("drw", {}).get("ironlock-rust"), aggs.get("dp", {}).get("ironlock-rust")
-    if rw and plain and plain["cps"]:
-        md += [f"Read-write lock, 16 readers + 1 writer: {rw['cps'] / plain['cps']:.2f}× the acquisitions/s of "
-               f"the same 17 workers with plain locks (p99 wait {rw['p99'] / 1000:,.0f} ms against "
-               f"{plain['p99'] / 1000:,.0f} ms).", ""]
+    plain = aggs.get("dp", {}).get("ironlock-rust")
+    for wid, what in (("drw", "not fair"), ("drwf", "fair")):
+        rw = aggs.get(wid, {}).get("ironlock-rust")
+        if rw and plain and plain["cps"]:
+            md += [f"Read-write lock ({what}), 16 readers + 1 writer: {rw['cps'] / plain['cps']:.2f}× the "
+                   f"acquisitions/s of the same 17 workers with plain locks (p99 wait {rw['p99'] / 1000:,.0f} ms "
+                   f"against {plain['p99'] / 1000:,.0f} ms; Jain's index {rw['jain'] or 0:.3f}).", ""]
     if not smoke:
         tl, _ = targets(aggs)
         md += ["## Targets (issue 8 item 4; issue 11 item 5; issue 12 item 5)", ""] + tl + [""]
@@ -451,7 +457,8 @@ def markdown(head, plan, records, clients, smoke):
            "- rslock: (c) `set_retry(1, _)` (one attempt); otherwise defaults (3 attempts, 0–200 ms apart).",
            "- lower bound: no library retry at all; in (c) and (d) the driver retries after uniform 0–2 ms.",
            "- read-write (d): ironlock's `rw_lock(key).write` for worker 0 and `.read` for the 16 others, "
-           "default settings (not fair); the plain-lock base row runs the same 17 workers with `acquire`.",
+           "default settings (not fair; the fair row sets `fair`); the plain-lock base row runs the same 17 "
+           "workers with `acquire`.",
            "- (f) election failover, ironlock Rust only: the leader is dropped without resigning; ironlock's "
            "standby `campaign`s (waits in line: the next in line checks every 20 ms, a release wakes it at once); "
            "the polling row is an election made by hand on plain locks, a try-once `acquire` of the "
