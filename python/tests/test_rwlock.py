@@ -154,6 +154,40 @@ def test_a_writer_that_gives_up_takes_its_mark_away(cluster3: Cluster, name: str
     assert wait_until(lambda: nothing_left(cluster3, name))
 
 
+def test_fair_readers_and_writers_are_served_in_the_order_they_queued(
+    cluster3: Cluster, name: str
+) -> None:
+    m = ironlock.LockManager(cluster3.urls, **FAST, retry_count=0)
+    rw = m.rw_lock(name)
+    holder = m.acquire_write(name, 10.0)
+    order: List[str] = []
+
+    def wait_in_line(who: str, side: Any) -> None:
+        with side(ttl=5.0, wait=10.0, fair=True):
+            order.append(who)
+            time.sleep(0.2)
+            order.append(f"{who} out")
+
+    queue = f"{name}{{{name}}}:ironlock:queue"
+    threads = []
+    for n, (who, side) in enumerate((("R1", rw.read), ("W2", rw.write), ("R3", rw.read)), 1):
+        t = threading.Thread(target=wait_in_line, args=(who, side))
+        t.start()
+        threads.append(t)
+        assert wait_until(lambda: all(cluster3.cmd(i, "ZCARD", queue) == n for i in range(3)))
+    # A new fair reader waits behind the writer in line (and leaves the line when it gives up).
+    with pytest.raises(ironlock.LockContendedError, match="earlier fair waiters are in line"):
+        m.acquire_read(name, 1.0, fair=True)
+    assert all(cluster3.cmd(i, "ZCARD", queue) == 3 for i in range(3))
+    assert order == []
+    holder.release()
+    for t in threads:
+        t.join(30.0)
+    assert order == ["R1", "R1 out", "W2", "W2 out", "R3", "R3 out"]
+    assert wait_until(lambda: nothing_left(cluster3, name))
+    assert wait_until(lambda: all(cluster3.cmd(i, "EXISTS", queue) == 0 for i in range(3)))
+
+
 def test_bad_input_names_the_argument(cluster3: Cluster, name: str) -> None:
     m = ironlock.LockManager(cluster3.urls, **FAST, retry_count=0)
     for take in (m.acquire_read, m.acquire_write):

@@ -136,12 +136,12 @@ class AsyncRwLockSide:
 
     def __init__(
         self, manager: "AsyncLockManager", resource: str, access: Access, ttl: Seconds, *,
-        wait: Optional[Seconds] = None, fencing: bool = False,
+        wait: Optional[Seconds] = None, fencing: bool = False, fair: Optional[bool] = None,
     ) -> None:
         if access not in ("read", "write"):
             raise ValueError(f"access: expected 'read' or 'write', got {access!r}")
         self._manager, self._resource, self._access, self._ttl = manager, resource, access, ttl
-        self._wait, self._fencing = wait, fencing
+        self._wait, self._fencing, self._fair = wait, fencing, fair
         self._lock: Optional[_native.AsyncLock] = None
 
     @property
@@ -152,7 +152,9 @@ class AsyncRwLockSide:
     async def acquire(self) -> _native.AsyncLock:
         """Takes this side of the lock; raises ``LockContendedError`` when it stays refused."""
         take = self._manager.acquire_read if self._access == "read" else self._manager.acquire_write
-        return await take(self._resource, self._ttl, wait=self._wait, fencing=self._fencing)
+        return await take(
+            self._resource, self._ttl, wait=self._wait, fencing=self._fencing, fair=self._fair
+        )
 
     async def __aenter__(self) -> _native.AsyncLock:
         self._lock = await self.acquire()
@@ -193,20 +195,23 @@ class AsyncRwLock:
         return self._resource
 
     def read(
-        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False
+        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False,
+        fair: Optional[bool] = None,
     ) -> AsyncRwLockSide:
-        """The read (shared) side: ``async with rw.read(ttl=10) as lock:``."""
+        """The read (shared) side: ``async with rw.read(ttl=10) as lock:``; ``fair=True``
+        waits in the lock's line (``None``: the manager's ``fair`` setting)."""
         return AsyncRwLockSide(
-            self._manager, self._resource, "read", ttl, wait=wait, fencing=fencing
+            self._manager, self._resource, "read", ttl, wait=wait, fencing=fencing, fair=fair
         )
 
     def write(
-        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False
+        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False,
+        fair: Optional[bool] = None,
     ) -> AsyncRwLockSide:
         """The write (exclusive) side: ``async with rw.write(ttl=10, wait=5) as lock:``; while
         it waits, new readers are refused."""
         return AsyncRwLockSide(
-            self._manager, self._resource, "write", ttl, wait=wait, fencing=fencing
+            self._manager, self._resource, "write", ttl, wait=wait, fencing=fencing, fair=fair
         )
 
     def __repr__(self) -> str:

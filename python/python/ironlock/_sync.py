@@ -269,12 +269,12 @@ class RwLockSide:
 
     def __init__(
         self, manager: "LockManager", resource: str, access: Access, ttl: Seconds, *,
-        wait: Optional[Seconds] = None, fencing: bool = False,
+        wait: Optional[Seconds] = None, fencing: bool = False, fair: Optional[bool] = None,
     ) -> None:
         if access not in ("read", "write"):
             raise ValueError(f"access: expected 'read' or 'write', got {access!r}")
         self._manager, self._resource, self._access, self._ttl = manager, resource, access, ttl
-        self._wait, self._fencing = wait, fencing
+        self._wait, self._fencing, self._fair = wait, fencing, fair
         self._lock: Optional[_native.Lock] = None
 
     @property
@@ -287,7 +287,9 @@ class RwLockSide:
         read: a writer holds or waits, or a plain lock of the name holds; a write: readers,
         another writer or a plain lock hold)."""
         take = self._manager.acquire_read if self._access == "read" else self._manager.acquire_write
-        return take(self._resource, self._ttl, wait=self._wait, fencing=self._fencing)
+        return take(
+            self._resource, self._ttl, wait=self._wait, fencing=self._fencing, fair=self._fair
+        )
 
     def __enter__(self) -> _native.Lock:
         self._lock = self.acquire()
@@ -334,19 +336,26 @@ class RwLock:
         return self._resource
 
     def read(
-        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False
+        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False,
+        fair: Optional[bool] = None,
     ) -> RwLockSide:
         """The read (shared) side: ``with rw.read(ttl=10) as lock:``. Readers share; a
-        writer that holds or waits, or a plain lock of the name, refuses it."""
-        return RwLockSide(self._manager, self._resource, "read", ttl, wait=wait, fencing=fencing)
+        writer that holds or waits, or a plain lock of the name, refuses it. ``fair=True``
+        waits in the lock's line (``None``: the manager's ``fair`` setting)."""
+        return RwLockSide(
+            self._manager, self._resource, "read", ttl, wait=wait, fencing=fencing, fair=fair
+        )
 
     def write(
-        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False
+        self, ttl: Seconds, *, wait: Optional[Seconds] = None, fencing: bool = False,
+        fair: Optional[bool] = None,
     ) -> RwLockSide:
         """The write (exclusive) side: ``with rw.write(ttl=10, wait=5) as lock:``. Readers,
         another writer or a plain lock of the name refuse it; while it waits, new readers are
-        refused."""
-        return RwLockSide(self._manager, self._resource, "write", ttl, wait=wait, fencing=fencing)
+        refused. ``fair=True`` waits in the lock's line."""
+        return RwLockSide(
+            self._manager, self._resource, "write", ttl, wait=wait, fencing=fencing, fair=fair
+        )
 
     def __repr__(self) -> str:
         return f"<ironlock.RwLock {self._resource!r}>"
