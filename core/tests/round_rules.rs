@@ -286,6 +286,46 @@ async fn a_reseat_refused_by_another_clients_key_is_tried_again_at_the_next_exte
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_extension_takes_back_its_reseat_and_nothing_else() {
+    let mut c = cluster(3);
+    let m = LockManager::new(config(&c).retry_count(0).node_timeout(ms(300)))
+        .await
+        .unwrap();
+    let lock = m.acquire(&[unique("rollback")], 10 * SEC).await.unwrap();
+    let key = lock.keys()[0].clone();
+    m.flush().await;
+    restart(&mut c, &m, 1).await;
+    // Nodes 0 and 2 stop answering: node 1 alone re-seats, short of a quorum.
+    c.pause(0).unwrap();
+    c.pause(2).unwrap();
+    let e = lock.extend(5 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(
+        !lock.is_lost() && lock.is_valid(),
+        "still held until its deadline"
+    );
+    c.resume(0).unwrap();
+    c.resume(2).unwrap();
+    m.flush().await;
+    // The re-seated key went with the failed extension; the keys that make the lock stayed.
+    assert!(absent(&c, 1, &key), "{:?}", get(&c, 1, &key));
+    for i in [0, 2] {
+        assert!(
+            get(&c, i, &key).contains(lock.token()),
+            "node {i} lost the key"
+        );
+    }
+    assert_eq!(m.node_status()[1].reseats, 1);
+    // One node refusing and one down is not a quorum lost: unavailable, not lost.
+    c.command(0, &["DEL", &key]).unwrap();
+    c.kill(1).unwrap();
+    let e = lock.extend(5 * SEC).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(!lock.is_lost());
+    lock.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_reseat_off_a_restarted_node_stays_empty() {
     let mut c = cluster(3);
     let m = LockManager::new(config(&c).retry_count(0).reseat(false))
