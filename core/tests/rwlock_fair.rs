@@ -321,39 +321,39 @@ async fn a_silent_waiter_holds_the_line_only_until_its_heartbeat_runs_out() {
     let name = unique("rwfair");
     let rw = m.rw_lock(name.clone());
     let beat = 800u64;
-    seat_ghost(&c, &name, "ghost r", 1, beat);
-    let seated = Instant::now();
-    let r = rw
-        .read_with(5 * SEC, fair_once())
-        .await
-        .expect("a reader waiting ahead does not hold a reader back");
-    assert!(r.release().await.held);
-    let e = rw.write_with(5 * SEC, fair_once()).await.unwrap_err();
-    assert!(
-        e.message().contains("earlier fair waiters are in line"),
-        "{e}"
-    );
-    let w = rw.write_with(5 * SEC, fair_wait(5 * SEC)).await.unwrap();
-    let waited = seated.elapsed();
-    assert!(
-        waited >= ms(beat - 50) && waited < ms(beat + 1500),
-        "granted {waited:?} after the reader went silent"
-    );
-    assert!(w.release().await.held);
-    seat_ghost(&c, &name, "ghost", 1, beat);
-    let seated = Instant::now();
-    let e = rw.read_with(5 * SEC, fair_once()).await.unwrap_err();
-    assert!(
-        e.message().contains("earlier fair waiters are in line"),
-        "{e}"
-    );
-    let r = rw.read_with(5 * SEC, fair_wait(5 * SEC)).await.unwrap();
-    let waited = seated.elapsed();
-    assert!(
-        waited >= ms(beat - 50) && waited < ms(beat + 1500),
-        "granted {waited:?} after the writer went silent"
-    );
-    assert!(r.release().await.held);
+    let take = |write: bool, opts: AcquireOptions| {
+        let rw = rw.clone();
+        async move {
+            if write {
+                rw.write_with(5 * SEC, opts).await
+            } else {
+                rw.read_with(5 * SEC, opts).await
+            }
+        }
+    };
+    // (the silent entry, whether the waiter behind it writes)
+    for (ghost, write) in [("ghost r", true), ("ghost", false)] {
+        seat_ghost(&c, &name, ghost, 1, beat);
+        let seated = Instant::now();
+        if write {
+            let r = take(false, fair_once())
+                .await
+                .expect("a reader waiting ahead does not hold a reader back");
+            assert!(r.release().await.held);
+        }
+        let e = take(write, fair_once()).await.unwrap_err();
+        assert!(
+            e.message().contains("earlier fair waiters are in line"),
+            "{ghost:?}: {e}"
+        );
+        let l = take(write, fair_wait(5 * SEC)).await.unwrap();
+        let waited = seated.elapsed();
+        assert!(
+            waited >= ms(beat - 50) && waited < ms(beat + 1500),
+            "granted {waited:?} after {ghost:?} went silent"
+        );
+        assert!(l.release().await.held);
+    }
     nothing_left(&c, &name).await;
 }
 
