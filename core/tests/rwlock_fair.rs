@@ -332,7 +332,8 @@ async fn a_silent_waiter_holds_the_line_only_until_its_heartbeat_runs_out() {
         }
     };
     // (the silent entry, whether the waiter behind it writes)
-    for (ghost, write) in [("ghost r", true), ("ghost", false)] {
+    let reader = ironlock::scripts::reader_entry("ghost");
+    for (ghost, write) in [(reader.as_str(), true), ("ghost", false)] {
         seat_ghost(&c, &name, ghost, 1, beat);
         let seated = Instant::now();
         if write {
