@@ -12,7 +12,7 @@ use ironlock::{
 use serde_json::Value;
 
 /// Commands of `redis` steps that only read, so that a mismatch may be retried.
-const READ_ONLY: [&str; 5] = ["GET", "EXISTS", "PTTL", "TTL", "DBSIZE"];
+const READ_ONLY: [&str; 7] = ["GET", "EXISTS", "PTTL", "TTL", "DBSIZE", "ZCARD", "HGET"];
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/scenarios")
