@@ -1162,6 +1162,15 @@ mod tests {
             why,
             "all 2 permits may be held elsewhere: 2 of 5 nodes were full and 1 did not answer"
         );
+        // N = 9, limit 2: Q = 7, explained by 5 full. 3 admitted and 3 full are 6 answers that
+        // could not make 7 even had they agreed: too few, not "may be held elsewhere".
+        let q9 = quorum::semaphore_quorum(9, 2);
+        assert_eq!((q9, full_to_explain(9, q9, 2)), (7, 5));
+        let (_, why) = permit_failure(q9, 2, &counts(9, 3, 3, 3), false).unwrap();
+        assert!(
+            why.starts_with("3 of 9 nodes were full and too few others"),
+            "{why}"
+        );
         // A fair waiter behind others: its refusals may be its place in line.
         let (kind, why) = permit_failure(q, 2, &counts(5, 0, 5, 0), true).unwrap();
         assert_eq!(kind, ErrorKind::Contended);
