@@ -1118,6 +1118,28 @@ mod tests {
     }
 
     #[test]
+    fn a_read_or_write_round_without_a_quorum_names_what_holds_it() {
+        assert_eq!(rw_failure(Kind::Read, 2, &counts(3, 2, 1, 0), false), None);
+        assert_eq!(rw_failure(Kind::Write, 2, &counts(3, 3, 0, 0), false), None);
+        let (kind, _) = rw_failure(Kind::Write, 2, &counts(3, 1, 0, 2), false).unwrap();
+        assert_eq!(kind, ErrorKind::Unavailable);
+        let (kind, why) = rw_failure(Kind::Read, 2, &counts(3, 1, 2, 0), false).unwrap();
+        assert_eq!(kind, ErrorKind::Contended);
+        assert!(why.starts_with("a writer (or a plain lock"), "{why}");
+        let (kind, why) = rw_failure(Kind::Write, 2, &counts(3, 0, 2, 1), false).unwrap();
+        assert_eq!(kind, ErrorKind::Contended);
+        assert_eq!(
+            why,
+            "readers, another writer or a plain lock of the same name hold it"
+        );
+        let (_, why) = rw_failure(Kind::Write, 2, &counts(3, 0, 3, 0), true).unwrap();
+        assert!(
+            why.ends_with(", or earlier fair waiters are in line"),
+            "{why}"
+        );
+    }
+
+    #[test]
     fn a_permit_round_tells_a_full_semaphore_from_a_split_vote_and_from_nodes_down() {
         // N = 5, limit 2: Q = 4; two permits held elsewhere fill at least 3 nodes.
         let q = quorum::semaphore_quorum(5, 2);
