@@ -120,4 +120,11 @@ mod tests {
             assert!((0.0..1.0).contains(&u));
         }
     }
+
+    #[test]
+    fn jitter_spreads_over_the_interval() {
+        // 1000 draws: both halves are hit (a constant, or a draw stuck at 0, spreads nothing).
+        let draws: Vec<f64> = (0..1000).map(|_| random_unit()).collect();
+        assert!(draws.iter().any(|&u| u < 0.5) && draws.iter().any(|&u| u >= 0.5));
+    }
 }
