@@ -1129,13 +1129,15 @@ def check_elect(records: List[Dict[str, Any]],
 
 
 def history_events(p: str, resource: str, r: Dict[str, Any], fair: bool) -> List[Dict[str, Any]]:
-    """One acquisition as history events: invoke and ok of the acquire, then its release."""
+    """One acquisition as history events: invoke and ok of the acquire, then its release; a side
+    of a read-write lock carries its `access`."""
+    side = {"access": r["access"]} if r.get("access") else {}
     return [
         dict(process=p, op="acquire", type="invoke", resource=resource,
-             time=r.get("invoke", r["enter"]), fair=fair),
+             time=r.get("invoke", r["enter"]), fair=fair, **side),
         # keep-alive holds log the last deadline their extensions reached
         dict(process=p, op="acquire", type="ok", resource=resource, token=r["token"],
-             fence=r.get("fence"), deadline=r["deadline"], time=r["enter"]),
+             fence=r.get("fence"), deadline=r["deadline"], time=r["enter"], **side),
         dict(process=p, op="release", type="invoke", resource=resource, token=r["token"],
              time=r["leave"]),
         dict(process=p, op="release", type="ok" if r.get("released") else "fail",
@@ -1143,34 +1145,13 @@ def history_events(p: str, resource: str, r: Dict[str, Any], fair: bool) -> List
     ]
 
 
-def rw_history_events(records: List[Dict[str, Any]], window: float) -> List[Dict[str, Any]]:
-    """A read-write run in the history checker's terms (one holder at a time per resource):
-    resource "writes" holds every write; resource "read-J" holds read J and every write within
-    `window` seconds of it (a write overlapping it, and its neighbours for the fence order).
-    Each resource has its own process names, so a worker's operations never interleave."""
-    writes = sorted((r for r in records if r["access"] == "write"), key=lambda r: r["enter"])
-    reads = [r for r in records if r["access"] == "read"]
-    ev: List[Dict[str, Any]] = []
-    for w in writes:
-        ev += history_events("w%d" % w["worker"], "writes", w, False)
-    for j, rd in enumerate(reads):
-        res = "read-%d" % j
-        near = [w for w in writes
-                if w["enter"] < rd["leave"] + window and w["leave"] > rd["enter"] - window]
-        for r in near + [rd]:
-            ev += history_events("w%d@%s" % (r["worker"], res), res, r, False)
-    return ev
-
-
 def write_history(path: Path, sc: Scenario, records: List[Dict[str, Any]],
                   fails: List[Dict[str, Any]]) -> None:
     """The run as a history for tests/history/check.py: one process per worker, its acquires
     (invoke, then ok with token, fence and validity deadline, or fail) and releases, on the
-    workers' one CLOCK_MONOTONIC."""
+    workers' one CLOCK_MONOTONIC. Reads and writes carry their side: the checker lets reads
+    share and judges every other pair."""
     ev: List[Dict[str, Any]] = []
-    if sc.rw:
-        ev = rw_history_events(records, sc.ttl_ms / 1000.0)
-        records, fails = [], []  # failed acquires do not matter to who held what
     for r in fails:
         p = "w%d" % r["worker"]
         ev.append(dict(process=p, op="acquire", type="invoke", resource="r", time=r["invoke"],

@@ -6,16 +6,22 @@ A history is JSON lines. An optional first line is a header:
 Every other line is one event of one process (a process runs one operation at a time):
   {"process": "w3", "op": "acquire" | "extend" | "release", "type": "invoke" | "ok" | "fail" |
    "unknown", "resource": "r", "token": "…", "fence": 17, "deadline": 12.5, "time": 10.2,
-   "fair": true}
+   "fair": true, "access": "read" | "write"}
 `time` and `deadline` are read from ONE monotonic clock for all processes of the run. An `ok`
 of acquire or extend carries the validity deadline the client computed; `token` names the lock.
 
+`access` (on an acquire's invoke or ok) makes the lock one side of a read-write lock: reads share
+with each other; a write, like a lock without `access`, shares with nobody.
+
 Checks, per resource (limit K from the header, default 1):
-  overlap   two holders' validity intervals overlap (limit 1): a holder's interval runs from
-            its acquire's ok to the earlier of its last deadline and the invoke of its release;
+  overlap   two holders' validity intervals overlap (limit 1), unless both are reads: a
+            holder's interval runs from its acquire's ok to the earlier of its last deadline and
+            the invoke of its release;
   permits   more than K holders valid at one instant (limit K > 1);
   fences    fences do not strictly increase in grant order (limit 1; grants without a fence
-            are skipped);
+            are skipped): each grant's fence is above every earlier grant's, except that a
+            read's need only be above every earlier write's (reads granted together may get
+            theirs in either order);
   fifo      a fair waiter overtaken: A and B fair, A invoked more than fifo_slack before B, both
             granted, B granted before A (A was live: its acquire did not fail or give up).
 An acquire whose outcome is `unknown` may hold the lock with an unknown deadline; it is not
@@ -56,13 +62,14 @@ def operations(events):
             if p in open_:
                 raise ValueError("process %s invoked %s before %s completed" % (p, e["op"], open_[p]["op"]))
             open_[p] = {"process": p, "op": e["op"], "invoke": e["time"], "resource": e.get("resource"),
-                        "fair": bool(e.get("fair")), "token": e.get("token")}
+                        "fair": bool(e.get("fair")), "token": e.get("token"), "access": e.get("access")}
         else:
             o = open_.pop(p, None)
             if o is None or o["op"] != e["op"]:
                 raise ValueError("process %s completed %s it never invoked" % (p, e["op"]))
             o.update(type=e["type"], done=e["time"], token=e.get("token", o["token"]),
-                     fence=e.get("fence"), deadline=e.get("deadline"))
+                     fence=e.get("fence"), deadline=e.get("deadline"),
+                     access=e.get("access", o["access"]))
             ops.append(o)
     for o in open_.values():  # never completed: unknown
         o.update(type="unknown", done=None, fence=None, deadline=None)
@@ -78,7 +85,7 @@ def holders(ops):
             grants[(o["resource"], o["token"])] = {
                 "resource": o["resource"], "token": o["token"], "fence": o["fence"],
                 "start": o["done"], "end": o["deadline"], "process": o["process"],
-                "invoke": o["invoke"], "fair": o["fair"]}
+                "invoke": o["invoke"], "fair": o["fair"], "read": o["access"] == "read"}
     for o in ops:
         g = grants.get((o["resource"], o["token"]))
         if g is None:
@@ -97,6 +104,7 @@ def check(header, events):
     slack = float(header.get("fifo_slack", 0.0))
     ops = operations(events)
     found = {"overlap": [], "permits": [], "fences": [], "fifo": []}
+    shared = 0
     by_res = {}
     for g in holders(ops):
         by_res.setdefault(g["resource"], []).append(g)
@@ -104,21 +112,26 @@ def check(header, events):
         if limit == 1:
             for i, a in enumerate(gs):
                 for b in gs[i + 1:]:
-                    if b["start"] >= a["end"]:
+                    if b["start"] >= a["end"] or b["start"] >= b["end"]:
                         continue
-                    if b["start"] < b["end"]:
+                    if a["read"] and b["read"]:
+                        shared += 1
+                    else:
                         found["overlap"].append("%s: %s [%.6f, %.6f) and %s [%.6f, %.6f)" % (
                             res, a["process"], a["start"], a["end"], b["process"], b["start"], b["end"]))
-            top = None
+            top = top_excl = None  # (fence, process) of every earlier grant; of earlier writes
             for g in gs:
                 f = g["fence"]
                 if f is None:
                     continue
-                if top is not None and f <= top[0]:
+                bar = top_excl if g["read"] else top
+                if bar is not None and f <= bar[0]:
                     found["fences"].append("%s: %s's fence %d after %s's %d" % (
-                        res, g["process"], f, top[1], top[0]))
+                        res, g["process"], f, bar[1], bar[0]))
                 if top is None or f > top[0]:
                     top = (f, g["process"])
+                if not g["read"] and (top_excl is None or f > top_excl[0]):
+                    top_excl = (f, g["process"])
         else:
             for g in gs:
                 t = g["start"]
@@ -136,7 +149,7 @@ def check(header, events):
     unknown = sum(1 for o in ops if o["type"] == "unknown")
     summary = {k: len(v) for k, v in found.items()}
     summary.update(operations=len(ops), grants=sum(len(g) for g in by_res.values()),
-                   unknown=unknown, judged=judged,
+                   unknown=unknown, judged=judged, shared_reads=shared,
                    ok=not any(found[k] for k in judged))
     return summary, found
 
