@@ -64,7 +64,10 @@ fn assert_validity(lock: &Lock, ttl: Duration, before: Instant) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_node_votes_once_and_a_refusal_or_a_failure_is_counted_as_such() {
     let mut c = cluster(5);
-    let m = LockManager::new(config(&c).retry_count(0)).await.unwrap();
+    // A long node timeout: a round that waits for it has miscounted its answers.
+    let m = LockManager::new(config(&c).retry_count(0).node_timeout(3 * SEC))
+        .await
+        .unwrap();
     let r = unique("votes");
     let key = key_of(&m, &r).await;
     // Another client's token on nodes 0 and 1: three of five grant.
@@ -98,6 +101,7 @@ async fn each_node_votes_once_and_a_refusal_or_a_failure_is_counted_as_such() {
     assert_eq!(e.kind(), ErrorKind::Contended, "{e}");
     let report = e.report().unwrap();
     assert_eq!(report.count(Vote::Against), 3, "{e}");
+    assert!(report.elapsed < SEC, "{e}");
     assert_eq!(
         report.count(Vote::For) + report.count(Vote::Pending),
         2,
@@ -126,11 +130,9 @@ async fn each_node_votes_once_and_a_refusal_or_a_failure_is_counted_as_such() {
     let report = e.report().unwrap();
     assert_eq!(report.count(Vote::For), 2, "{e}");
     assert_eq!(report.count(Vote::Against), 0, "{e}");
-    assert_eq!(
-        report.count(Vote::Error) + report.count(Vote::Timeout),
-        3,
-        "{e}"
-    );
+    assert_eq!(report.count(Vote::Error), 3, "{e}");
+    // Every node answered at once (the dead ones with an error): nobody waited for a timeout.
+    assert!(report.elapsed < SEC, "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
