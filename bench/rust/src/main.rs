@@ -588,6 +588,7 @@ async fn run_failover(client: Arc<Client>, args: &Args, deadline: Instant) -> (O
         .unwrap_or_else(|e| fail(&format!("probe connection: {e}")));
     let mut out = Outcome::default();
     let mut overhead = Vec::new();
+    let mut rng = Rng::new();
     while out.ok < args.cycles && Instant::now() < deadline {
         let leader = match election.campaign("leader", ttl).await {
             Ok(l) => l,
@@ -597,6 +598,10 @@ async fn run_failover(client: Arc<Client>, args: &Args, deadline: Instant) -> (O
                 continue;
             }
         };
+        // The standby comes at a random moment of the leader's term: a poller that started with
+        // the grant would poll in step with the key's expiry (a ttl that is a multiple of the
+        // poll interval) and notice it at once, which a real failover does not arrange.
+        tokio::time::sleep(Duration::from_micros(rng.below(250_001))).await;
         let standby = {
             let (m, name, poll) = (m.clone(), name.clone(), args.poll);
             tokio::spawn(async move {
