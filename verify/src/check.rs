@@ -30,6 +30,8 @@ pub fn configs(deep: bool) -> Vec<Params> {
         crashes: 0,
         liveness: false,
         roles: &[],
+        election: false,
+        proclaims: 0,
         mutant: None,
     };
     let d = |ci: i16, more: i16| if deep { ci + more } else { ci };
@@ -185,6 +187,58 @@ pub fn configs(deep: bool) -> Vec<Params> {
             ..base.clone()
         },
     ];
+    let election = Params {
+        fair: true,
+        fencing: true,
+        election: true,
+        queue_timeout: 2,
+        ..base.clone()
+    };
+    configs.extend([
+        // Two candidates campaign twice each: a leader resigns and campaigns again, behind the
+        // other in line; clients' wall clocks a tick apart (the term's floor). Deep: a second
+        // tick and a proclaim.
+        Params {
+            name: "election",
+            max_time: d(1, 1),
+            attempts: 2,
+            proclaims: u8::from(deep),
+            ..election.clone()
+        },
+        // A node restarts, with or without its data (its counter and record), and is
+        // quarantined. Deep: the leader proclaims.
+        Params {
+            name: "election-restart",
+            max_time: 1,
+            restarts: 1,
+            attempts: 1,
+            proclaims: u8::from(deep),
+            ..election.clone()
+        },
+        // A leader extends while keys expire early and the other candidate waits, then resigns
+        // (late, perhaps: after its validity). Deep: a tick more, a lost reply and a restart.
+        Params {
+            name: "election-extend",
+            max_time: d(2, 1),
+            attempts: 1,
+            restarts: u8::from(deep),
+            losses: u8::from(deep),
+            extends: 1,
+            ..election.clone()
+        },
+        // A leader dies without resigning, a reply is lost: every live candidate leads in turn.
+        Params {
+            name: "election-liveness",
+            queue_timeout: 3,
+            max_time: 10,
+            attempts: 10,
+            crashes: 1,
+            losses: 1,
+            liveness: true,
+            clients: 2 + u8::from(deep),
+            ..election
+        },
+    ]);
     if deep {
         // The writer's preference with a node restarted (quarantined, so neither side has a
         // node to spare) and a lost reply, over 8 ticks: a granted writer's round that fails
@@ -301,6 +355,11 @@ pub fn targets(m: Mutant) -> &'static [&'static str] {
         Mutant::ReadUnderWriter | Mutant::WriteOverReaders | Mutant::ReadReleaseDropsKey => &["rw"],
         Mutant::ReadExtendKeepsKey => &["rw-extend"],
         Mutant::ReadIgnoresMark => &["rw-liveness"],
+        Mutant::TermWithoutWriteBack | Mutant::LeaderMinority | Mutant::CampaignSkipsLine => {
+            &["election"]
+        }
+        Mutant::ReadFromMinority => &["election-restart"],
+        Mutant::ResignDeletesForeignKey | Mutant::LeaderValidityFromReply => &["election-extend"],
     }
 }
 

@@ -12,11 +12,15 @@
 //! term) would plug in. A read-write lock gives each client a [`Role`]: its node scripts live in
 //! `model/rw.rs` (the fair queue's in `model/fair.rs`), and its rounds, tally, validity and
 //! exclusion check are the lock's, two reads being the one pair of holders that do not conflict.
+//! An election is a fair, fenced lock whose fence is the term: its leader record, proclaims,
+//! `leader()` read and leader properties live in `model/election.rs`.
 
+mod election;
 mod fair;
 mod rw;
 mod symmetry;
 
+pub use election::{ElectionOp, ElectionStep, Record};
 pub use fair::{Entry, QueueMode};
 pub use rw::{Role, RwOp, RwStep};
 pub use symmetry::canonical;
@@ -72,11 +76,26 @@ pub enum Mutant {
     /// `READ_ACQUIRE` admits a new reader while a waiting writer's mark is there (no writer
     /// preference): readers that keep coming starve the writer.
     ReadIgnoresMark,
+    /// An election's term is granted without its write-back to a quorum: a node that restarts
+    /// empty hands a later candidate a counter below the last term.
+    TermWithoutWriteBack,
+    /// A leadership (its grant, extensions and write-back) counts one vote fewer than a
+    /// majority.
+    LeaderMinority,
+    /// A resignation deletes the election's key whatever token it holds.
+    ResignDeletesForeignKey,
+    /// `leader()` reports a token that any one answering node holds, not a quorum of them.
+    ReadFromMinority,
+    /// A campaign takes a free key whatever its place in line (the queue is not consulted).
+    CampaignSkipsLine,
+    /// A leader's extension counts its new validity from when the round was decided, not from
+    /// when it started: a late reply keeps the leader believing past its keys.
+    LeaderValidityFromReply,
 }
 
 impl Mutant {
     /// Every mutant, in report order.
-    pub const ALL: [Mutant; 16] = [
+    pub const ALL: [Mutant; 22] = [
         Mutant::NoQuarantine,
         Mutant::ReseatWithoutRunIdCheck,
         Mutant::ReseatInQuarantineCounts,
@@ -93,6 +112,12 @@ impl Mutant {
         Mutant::ReadReleaseDropsKey,
         Mutant::ReadExtendKeepsKey,
         Mutant::ReadIgnoresMark,
+        Mutant::TermWithoutWriteBack,
+        Mutant::LeaderMinority,
+        Mutant::ResignDeletesForeignKey,
+        Mutant::ReadFromMinority,
+        Mutant::CampaignSkipsLine,
+        Mutant::LeaderValidityFromReply,
     ];
 
     /// The name `scripts/verify` prints.
@@ -114,6 +139,12 @@ impl Mutant {
             Mutant::ReadReleaseDropsKey => "read-release-drops-key",
             Mutant::ReadExtendKeepsKey => "read-extend-keeps-key-ttl",
             Mutant::ReadIgnoresMark => "read-ignores-writer-mark",
+            Mutant::TermWithoutWriteBack => "term-without-write-back",
+            Mutant::LeaderMinority => "leader-by-minority",
+            Mutant::ResignDeletesForeignKey => "resign-deletes-foreign-key",
+            Mutant::ReadFromMinority => "leader-read-from-minority",
+            Mutant::CampaignSkipsLine => "campaign-skips-line",
+            Mutant::LeaderValidityFromReply => "leader-validity-from-reply",
         }
     }
 }
@@ -164,6 +195,11 @@ pub struct Params {
     pub liveness: bool,
     /// A read-write lock: what each client asks for (empty: every client takes the plain lock).
     pub roles: &'static [Role],
+    /// An election: every client is a candidate (a fair, fenced acquire whose fence is the
+    /// term, with the leader record).
+    pub election: bool,
+    /// Proclaims per leader.
+    pub proclaims: u8,
     /// The mechanism switched off, if any.
     pub mutant: Option<Mutant>,
 }
@@ -194,8 +230,12 @@ impl Redlock {
     /// Derives quorum, drift and quarantine from core.
     pub fn new(p: Params) -> Self {
         assert!(
-            !p.fair || (p.limit == 1 && !p.fencing),
-            "the fair queue is modelled for a lock without fencing"
+            !p.fair || (p.limit == 1 && p.fencing == p.election),
+            "the fair queue is modelled for a lock, fenced only in an election"
+        );
+        assert!(
+            !p.election || (p.fair && p.roles.is_empty()),
+            "an election is a fair, fenced lock"
         );
         assert!(
             p.roles.is_empty()
@@ -206,7 +246,9 @@ impl Redlock {
             "read-write locks are modelled with a role per client, without fencing or fair queues"
         );
         let n = usize::from(p.nodes);
-        let q = if p.limit == 1 || p.mutant == Some(Mutant::SemaphoreMajority) {
+        let q = if p.mutant == Some(Mutant::LeaderMinority) {
+            ironlock::quorum(n) - 1
+        } else if p.limit == 1 || p.mutant == Some(Mutant::SemaphoreMajority) {
             ironlock::quorum(n)
         } else {
             ironlock::semaphore_quorum(n, p.limit)
@@ -289,6 +331,8 @@ pub struct Node {
     pub readers: Vec<(Token, Tick)>,
     /// A waiting writer's mark: its token and true-time expiry.
     pub mark: Option<(Token, Tick)>,
+    /// An election's leader record.
+    pub record: Option<Record>,
 }
 
 impl Node {
@@ -314,6 +358,7 @@ impl Node {
         self.tickets = 0;
         self.readers.clear();
         self.mark = None;
+        self.record = None;
     }
 }
 
@@ -345,6 +390,8 @@ pub enum Op {
     },
     /// A read-write lock's script.
     Rw(RwOp),
+    /// An election's script (no reply needed).
+    Election(ElectionOp),
 }
 
 impl Op {
@@ -355,6 +402,7 @@ impl Op {
             self,
             Op::Release(_)
                 | Op::Queue { .. }
+                | Op::Election(_)
                 | Op::Rw(RwOp::ReadRelease(_) | RwOp::WriteRelease(_))
         )
     }
@@ -380,8 +428,13 @@ pub enum Ans {
     Reseated,
     /// Refused.
     No,
-    /// The fair acquire script: granted or not, and the ticket it saw (0: none taken).
-    Fair { granted: bool, ticket: u64 },
+    /// The fair acquire script: granted or not, the ticket it saw (0: none taken), and the
+    /// fence counter where it granted.
+    Fair {
+        granted: bool,
+        ticket: u64,
+        counter: u64,
+    },
 }
 
 /// A request in flight, on the connection to one run of a node (lost if the node restarted).
@@ -450,6 +503,9 @@ pub enum Phase {
         tally: Tally,
         /// Seats.
         runs: Vec<u8>,
+        /// A fair acquire's round: its number, its counted "yes" and its refusals, by node bit
+        /// (the line is left, or kept, once the write-back is decided).
+        acquired: (u8, u8, u8),
     },
     /// Extension round out.
     Extend {
@@ -504,6 +560,8 @@ pub struct Client {
     pub served: bool,
     /// Died silently.
     pub crashed: bool,
+    /// Proclaims left (an election's leader).
+    pub proclaims: u8,
 }
 
 /// The whole system.
@@ -537,6 +595,8 @@ pub struct State {
     /// The corner: a node let a later ticket take the key after an earlier waiter, still in line,
     /// lost its entry there to heartbeat expiry.
     pub corner: bool,
+    /// A leader was granted without a quorum holding its key and its term.
+    pub grant_unbacked: bool,
 }
 
 /// A step.
@@ -571,6 +631,8 @@ pub enum Action {
     Crash { client: u8 },
     /// A read-write lock's keys expire.
     Rw(RwStep),
+    /// An election's step.
+    Election(ElectionStep),
 }
 
 impl fmt::Display for Action {
@@ -671,6 +733,7 @@ impl Redlock {
                 }
                 s.max_fence = s.max_fence.max(fence);
             }
+            self.check_grant(s, token, fence);
         }
         s.granted_ever = true;
         let cl = &mut s.clients[c as usize];
@@ -713,15 +776,15 @@ impl Redlock {
             } => match verdict(&tally) {
                 None => {}
                 Some(true) if self.validity(t1, now) => {
-                    if self.p.fair {
-                        self.fair_granted(s, c, token, tally.yes);
-                    }
-                    if !self.p.fencing {
-                        self.grant(s, c, token, t1, 0, runs);
-                        return;
-                    }
+                    let round = s.clients[c as usize].round;
                     let f = ironlock::fence(tally.max_counter, self.wall(c, now));
-                    if self.is(Mutant::FenceWithoutWriteBack) {
+                    let unwritten = self.is(Mutant::FenceWithoutWriteBack)
+                        || self.is(Mutant::TermWithoutWriteBack);
+                    if !self.p.fencing || unwritten {
+                        if self.p.fair {
+                            self.fair_granted(s, c, token, tally.yes, round);
+                        }
+                        let f = if self.p.fencing { f } else { 0 };
                         self.grant(s, c, token, t1, f, runs);
                         return;
                     }
@@ -734,6 +797,7 @@ impl Redlock {
                         f,
                         tally: Tally::default(),
                         runs,
+                        acquired: (round, tally.yes, tally.no),
                     };
                     self.broadcast(s, c, |_| Some(Op::Fence { token, f }));
                 }
@@ -746,10 +810,19 @@ impl Redlock {
                 f,
                 tally,
                 runs,
+                acquired: (round, yes, refused),
                 ..
             } => match verdict(&tally) {
                 None => {}
-                Some(true) if self.validity(t1, now) => self.grant(s, c, token, t1, f, runs),
+                Some(true) if self.validity(t1, now) => {
+                    // A fair waiter leaves the line once its grant is decided, write-back
+                    // included; a failed write-back keeps its place, as a failed round does.
+                    if self.p.fair {
+                        self.fair_granted(s, c, token, yes, round);
+                    }
+                    self.grant(s, c, token, t1, f, runs);
+                }
+                Some(_) if self.p.fair => self.fair_rollback(s, c, token, refused),
                 Some(_) => self.rollback(s, c, token, tally.no),
             },
             Phase::Extend {
@@ -776,7 +849,12 @@ impl Redlock {
                     {
                         s.exclusion_broken = true;
                     }
-                    held.deadline = t1 + self.p.ttl - self.drift;
+                    let from = if self.is(Mutant::LeaderValidityFromReply) {
+                        now
+                    } else {
+                        t1
+                    };
+                    held.deadline = from + self.p.ttl - self.drift;
                     let answered_yes = tally.yes | tally.not_eligible;
                     for (i, seat) in held.seats.iter_mut().enumerate() {
                         if answered_yes & (1 << i) != 0 {
@@ -823,8 +901,13 @@ impl Redlock {
                 return None;
             }
             Op::Rw(op) => return self.rw_request(s, node, op),
+            Op::Election(op) => {
+                self.election_request(s, node, op);
+                return None;
+            }
             _ => {}
         }
+        let election = self.p.election;
         let now = s.now;
         let ttl = self.p.ttl;
         let limit = self.p.limit;
@@ -839,7 +922,7 @@ impl Redlock {
                 }
             }
             Op::Extend { token, reseat } => {
-                if let Some(h) = nd.holders.iter_mut().find(|h| h.0 == token) {
+                let ans = if let Some(h) = nd.holders.iter_mut().find(|h| h.0 == token) {
                     h.1 = now + ttl;
                     Ans::Yes(0)
                 } else if reseat && nd.admits(limit) {
@@ -847,11 +930,18 @@ impl Redlock {
                     Ans::Reseated
                 } else {
                     Ans::No
+                };
+                if ans != Ans::No {
+                    nd.renew_record(token, now + ttl);
                 }
+                ans
             }
             Op::Fence { token, f } => {
                 if nd.holds(token) {
                     nd.counter = nd.counter.max(f);
+                    if election {
+                        nd.write_record(token, f);
+                    }
                     Ans::Yes(0)
                 } else {
                     Ans::No
@@ -859,9 +949,12 @@ impl Redlock {
             }
             Op::Release(t) => {
                 nd.holders.retain(|h| h.0 != t);
+                nd.drop_record(t);
                 return None;
             }
-            Op::FairAcquire { .. } | Op::Queue { .. } | Op::Rw(_) => return None,
+            Op::FairAcquire { .. } | Op::Queue { .. } | Op::Rw(_) | Op::Election(_) => {
+                return None;
+            }
         };
         Some((ans, nd.started, nd.promoted))
     }
@@ -901,7 +994,7 @@ impl Redlock {
             Some(false) => tally.not_eligible |= bit,
             Some(true) => {
                 tally.yes |= bit;
-                if let Ans::Yes(c) = ans {
+                if let Ans::Yes(c) | Ans::Fair { counter: c, .. } = ans {
                     tally.max_counter = tally.max_counter.max(c);
                 }
             }
@@ -945,6 +1038,7 @@ impl Model for Redlock {
             queue_until: 0,
             readers: Vec::new(),
             mark: None,
+            record: None,
         };
         let client = Client {
             phase: Phase::Idle,
@@ -959,6 +1053,7 @@ impl Model for Redlock {
             ticket: 0,
             served: false,
             crashed: false,
+            proclaims: self.p.proclaims,
         };
         vec![State {
             now: 0,
@@ -980,11 +1075,17 @@ impl Model for Redlock {
             ticket_broken: false,
             lapse: None,
             corner: false,
+            grant_unbacked: false,
         }]
     }
 
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
-        if s.exclusion_broken || s.fence_regressed || s.order_broken || s.ticket_broken {
+        if s.exclusion_broken
+            || s.fence_regressed
+            || s.order_broken
+            || s.ticket_broken
+            || s.grant_unbacked
+        {
             return; // the property already failed: nothing to explore past it
         }
         let mut urgent = false;
@@ -1076,6 +1177,7 @@ impl Model for Redlock {
             }
         }
         self.rw_actions(s, out);
+        self.election_actions(s, out);
         // Liveness runs take every enabled step before time moves (no client dawdles).
         if s.now < self.p.max_time && !(self.p.liveness && urgent) {
             out.push(Action::Tick);
@@ -1091,6 +1193,7 @@ impl Model for Redlock {
                 for nd in &mut s.nodes {
                     nd.holders.retain(|h| h.1 > now);
                     nd.expire_rw(now);
+                    nd.expire_record(now);
                 }
                 for i in 0..s.nodes.len() {
                     let sweep = !self.is(Mutant::FairNoSweep);
@@ -1169,6 +1272,7 @@ impl Model for Redlock {
             }
             Action::ExpireEntry { node, token } => self.expire_entry(&mut s, node, token),
             Action::Rw(step) => self.rw_step(&mut s, step),
+            Action::Election(step) => self.election_step(&mut s, step),
             Action::Cancel { client } => {
                 let cl = &mut s.clients[client as usize];
                 let token = token_of(client, cl.seq);
@@ -1277,7 +1381,12 @@ impl Model for Redlock {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        let mut props = vec![if self.p.roles.is_empty() {
+        let mut props = vec![if self.p.election {
+            Property::always(
+                "one leader: never two candidates that believe they lead, and a leader superseded by a later grant never believes again",
+                |_, s: &State| !s.exclusion_broken,
+            )
+        } else if self.p.roles.is_empty() {
             Property::always(
                 "exclusion: never more valid holders than the limit, and a holder superseded by a later grant is never valid again",
                 |_, s: &State| !s.exclusion_broken,
@@ -1288,7 +1397,24 @@ impl Model for Redlock {
                 |_, s: &State| !s.exclusion_broken,
             )
         }];
-        if self.p.fencing {
+        if self.p.election {
+            props.push(Property::always(
+                "terms strictly increase: a grant's term is larger than every earlier grant's",
+                |_, s: &State| !s.fence_regressed,
+            ));
+            props.push(Property::always(
+                "granted by a quorum: a candidate believes it leads only once a quorum of nodes hold its key and its term",
+                |_, s: &State| !s.grant_unbacked,
+            ));
+            props.push(Property::always(
+                "told in time: while a candidate believes it leads, a quorum of nodes still hold its key (or, quarantined, count for nobody)",
+                |m: &Redlock, s: &State| m.leaders_backed(s),
+            ));
+            props.push(Property::always(
+                "leader read: while a candidate believes it leads, no read of a quorum reports another leader",
+                |m: &Redlock, s: &State| m.reads_current(s),
+            ));
+        } else if self.p.fencing {
             props.push(Property::always(
                 "fences strictly increase across grants",
                 |_, s: &State| !s.fence_regressed,
@@ -1313,7 +1439,7 @@ impl Model for Redlock {
                     !next.is_empty() || s.clients.iter().all(|c| c.crashed || c.served)
                 },
             ));
-        } else if self.p.fair {
+        } else if self.p.fair && !self.p.election {
             props.push(Property::sometimes(
                 "corner: a waiter still in line loses its entry on a node to heartbeat expiry, and that node lets a later ticket take the key",
                 |_, s: &State| s.corner,

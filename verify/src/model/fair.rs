@@ -98,8 +98,8 @@ impl Redlock {
     /// After a fair grant: the nodes that did not grant keep the entry, which would stall the
     /// line, so it is dequeued there — at once where the answer is known (a refusal, a vote not
     /// counted, a reply lost), when the late reply comes where the request is still out.
-    pub(super) fn fair_granted(&self, s: &mut State, c: u8, token: Token, yes: u8) {
-        let round = s.clients[c as usize].round;
+    /// `round` is the acquire's (a fenced grant is decided a round later, by its write-back).
+    pub(super) fn fair_granted(&self, s: &mut State, c: u8, token: Token, yes: u8, round: u8) {
         let mut out = 0u8;
         for m in &mut s.net {
             if let (true, Op::FairAcquire { late, .. }) =
@@ -155,11 +155,14 @@ impl Redlock {
         let now = s.now;
         let (ttl, qt) = (self.p.ttl, self.p.queue_timeout);
         let order_ignored = self.is(Mutant::FairOrderIgnored);
+        let skips_line = self.is(Mutant::CampaignSkipsLine);
         let nd = &mut s.nodes[node as usize];
         // Entries whose heartbeat stopped are gone already (`Action::Tick` sweeps them), unless
         // the sweep is the mutant's: then only the queue key's expiry drops them.
         let heads = |nd: &Node| {
-            if order_ignored {
+            if skips_line {
+                true
+            } else if order_ignored {
                 nd.queue.is_empty() || nd.entry(t).is_some()
             } else {
                 nd.queue.first().is_none_or(|e| e.token == t)
@@ -190,6 +193,7 @@ impl Redlock {
                 return Ans::Fair {
                     granted: false,
                     ticket,
+                    counter: 0,
                 };
             }
         }
@@ -217,6 +221,7 @@ impl Redlock {
         Ans::Fair {
             granted: true,
             ticket,
+            counter: nd.counter,
         }
     }
 

@@ -129,11 +129,13 @@ impl Redlock {
 
     /// Whether one client's requests to one node run in the order they were sent, as they do on
     /// core's connection (one script call per request, so a rollback never overtakes the
-    /// acquire it undoes): in a read-write lock's runs. (The plain lock's runs let the network
-    /// reorder them; with a token per round, not per call, a reordered request only leaves a
-    /// stale key behind. A read-write lock's call keeps its token, as core's does.)
+    /// acquire it undoes): in a read-write lock's runs and an election's. (The plain lock's runs
+    /// let the network reorder them; with a token per round, not per call, a reordered request
+    /// only leaves a stale key behind. A read-write lock's call keeps its token, as core's does,
+    /// and so does a campaign: a write-back must not overtake the rollback of its call's
+    /// previous round.)
     fn ordered(&self) -> bool {
-        !self.p.roles.is_empty()
+        !self.p.roles.is_empty() || self.p.election
     }
 
     /// Whether client `c` keeps its token from round to round of one acquire call: a fair
@@ -162,12 +164,24 @@ impl Redlock {
             out.sort_by_key(|m| self.conn_order(m));
             for m in out {
                 s.take(&m);
-                self.on_request(s, m);
+                let answer = self.on_request(s, m);
+                // A campaign's late refusal is dequeued behind it, as its late reply would be.
+                let refused = !matches!(answer, Some((Ans::Fair { granted: true, .. }, ..)));
+                if let (
+                    Op::FairAcquire {
+                        token, late: true, ..
+                    },
+                    true,
+                ) = (m.op, refused)
+                {
+                    s.nodes[usize::from(m.node)].dequeue(token);
+                }
             }
         }
         let now = s.now;
         for nd in &mut s.nodes {
             match self.role(c) {
+                Role::Lock if self.p.election => self.resign_on(nd, token),
                 Role::Lock => nd.holders.retain(|h| h.0 != token),
                 Role::Read => self.read_release(nd, token, now),
                 Role::Write => write_release(nd, token),

@@ -74,11 +74,24 @@ pub fn canonical(s: &State) -> State {
         }
         match &mut c.phase {
             Phase::Idle => {}
-            Phase::Acquire { tally, runs, .. } | Phase::Fence { tally, runs, .. } => {
+            Phase::Acquire { tally, runs, .. } => {
                 tally.yes = remap(tally.yes);
                 tally.not_eligible = remap(tally.not_eligible);
                 tally.no = remap(tally.no);
                 *runs = permute(runs);
+            }
+            Phase::Fence {
+                tally,
+                runs,
+                acquired,
+                ..
+            } => {
+                tally.yes = remap(tally.yes);
+                tally.not_eligible = remap(tally.not_eligible);
+                tally.no = remap(tally.no);
+                *runs = permute(runs);
+                acquired.1 = remap(acquired.1);
+                acquired.2 = remap(acquired.2);
             }
             Phase::Extend {
                 tally,
