@@ -402,3 +402,28 @@ async fn an_extension_a_quorum_refuses_loses_the_lock_and_one_nodes_down_do_not(
     lock.release().await;
     lock2.release().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaders_validity_ends_a_tenth_of_its_ttl_early_after_a_grant_and_an_extension() {
+    let c = cluster(3);
+    let m = LockManager::new(config(&c)).await.unwrap();
+    let e = m.election(unique("leader"));
+    let ttl = 5 * SEC;
+    // ttl − drift − the leader's margin (a tenth of the ttl, at most 1 s).
+    let end = ttl - ironlock::drift(ttl, 0.01, ms(2)) - ms(500);
+    let check = |lock: &Lock, before: Instant| {
+        let v = lock.validity();
+        assert!(v <= end, "validity {v:?} beyond {end:?}");
+        assert!(
+            v + before.elapsed() >= end,
+            "validity {v:?} short of {end:?}"
+        );
+    };
+    let before = Instant::now();
+    let a = e.campaign("a", ttl).await.unwrap();
+    check(a.lock(), before);
+    let before = Instant::now();
+    a.lock().extend(ttl).await.expect("extended");
+    check(a.lock(), before);
+    assert!(a.resign().await.held);
+}
