@@ -196,11 +196,11 @@ pub fn configs(deep: bool) -> Vec<Params> {
     };
     configs.extend([
         // Two candidates campaign twice each: a leader resigns and campaigns again, behind the
-        // other in line; clients' wall clocks a tick apart (the term's floor). Deep: a second
-        // tick and a proclaim.
+        // other in line; clients' wall clocks a tick apart (the term's floor). Deep: the leader
+        // proclaims.
         Params {
             name: "election",
-            max_time: d(1, 1),
+            max_time: 1,
             attempts: 2,
             proclaims: u8::from(deep),
             ..election.clone()
@@ -216,12 +216,11 @@ pub fn configs(deep: bool) -> Vec<Params> {
             ..election.clone()
         },
         // A leader extends while keys expire early and the other candidate waits, then resigns
-        // (late, perhaps: after its validity). Deep: a tick more, a lost reply and a restart.
+        // (late, perhaps: after its validity). Deep: a reply may be lost.
         Params {
             name: "election-extend",
-            max_time: d(2, 1),
+            max_time: 2,
             attempts: 1,
-            restarts: u8::from(deep),
             losses: u8::from(deep),
             extends: 1,
             ..election.clone()
