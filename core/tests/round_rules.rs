@@ -117,6 +117,15 @@ async fn each_node_votes_once_and_a_refusal_or_a_failure_is_counted_as_such() {
     for i in 0..3 {
         assert!(get(&c, i, &key).contains("someone-else"), "node {i}");
     }
+    // A node that does not answer: the three refusals decide without it, at once.
+    c.pause(4).unwrap();
+    let e = m.acquire(&[&r], 10 * SEC).await.unwrap_err();
+    c.resume(4).unwrap();
+    assert_eq!(e.kind(), ErrorKind::Contended, "{e}");
+    let report = e.report().unwrap();
+    assert_eq!(report.count(Vote::Against), 3, "{e}");
+    assert!(report.elapsed < SEC, "waited for the silent node: {e}");
+    m.flush().await;
     // Nodes down are failures, not refusals: two down still leave a quorum, three do not.
     let r2 = unique("down");
     c.kill(3).unwrap();
