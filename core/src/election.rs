@@ -391,9 +391,14 @@ fn leader_of(views: &[Option<NodeView>], q: usize, elapsed: Duration) -> Option<
         .collect();
     ttls.sort_unstable_by(|a, b| b.cmp(a));
     let ttl = ttls.get(q - 1).copied().unwrap_or(0).max(0) as u64;
-    // The record written last (largest version) among the nodes whose record is this token's.
+    // The record written last among the nodes that hold this token's key and whose record is
+    // this token's: the latest round's (largest term: a candidate's later round gets a larger
+    // one, and a record a failed round wrote on a node may stay there beside the key of a
+    // later, granted round), then its latest proclaim (largest version). A node that does not
+    // hold the key may keep the record of a round that failed: it is not asked.
     let (term, _, value) = answered
         .iter()
+        .filter(|(t, _, _)| t.as_deref() == Some(token.as_str()))
         .filter_map(|(_, _, record)| {
             let field = |f: &str| record.iter().find(|(k, _)| k == f).map(|(_, v)| v);
             (field("token")? == &token).then(|| {
@@ -401,7 +406,7 @@ fn leader_of(views: &[Option<NodeView>], q: usize, elapsed: Duration) -> Option<
                 (num("term"), num("version"), field("value").cloned())
             })
         })
-        .max_by_key(|(_, version, _)| *version)?;
+        .max_by_key(|(term, version, _)| (*term, *version))?;
     Some(Leader {
         value: value.unwrap_or_default(),
         term,
@@ -466,5 +471,50 @@ mod tests {
         assert_eq!(leader_of(&split, 2, Duration::ZERO), None);
         let unrecorded = [view(Some("t1"), 900, &[]), view(Some("t1"), 900, &[]), None];
         assert_eq!(leader_of(&unrecorded, 2, Duration::ZERO), None);
+    }
+
+    /// Found by the protocol model: a campaign round that failed after writing its record (term
+    /// 1, version 0) on a node, then a later round of the same candidate granted with term 4
+    /// (version 0 again). The read names the later term whatever the nodes' order, and never
+    /// takes a record from a node that no longer holds the key.
+    #[test]
+    fn the_leader_read_names_the_latest_rounds_term() {
+        let rec = |term: &'static str| {
+            [
+                ("token", "t1"),
+                ("term", term),
+                ("value", "a"),
+                ("version", "0"),
+            ]
+        };
+        let (r1, r4) = (rec("1"), rec("4"));
+        for views in [
+            [
+                view(Some("t1"), 900, &r1),
+                view(Some("t1"), 900, &r4),
+                view(Some("t1"), 900, &r4),
+            ],
+            [
+                view(Some("t1"), 900, &r4),
+                view(Some("t1"), 900, &r4),
+                view(Some("t1"), 900, &r1),
+            ],
+        ] {
+            let l = leader_of(&views, 2, Duration::ZERO).expect("a leader");
+            assert_eq!(l.term, 4);
+        }
+        // A stale record (a newer term even) on a node whose key another token holds, or that
+        // lost the key, is not the leader's.
+        let stale = rec("9");
+        let views = [
+            view(Some("t1"), 900, &r4),
+            view(Some("t1"), 900, &r4),
+            view(None, -2, &stale),
+            view(Some("t2"), 900, &stale),
+        ];
+        assert_eq!(
+            leader_of(&views, 2, Duration::ZERO).expect("a leader").term,
+            4
+        );
     }
 }

@@ -197,9 +197,9 @@ impl Redlock {
 
     /// What a `leader()` read of the nodes in `answered` (a bit each) may report, as core's
     /// `leader_of` decides it: a token a quorum of them hold under the key (the mutant: any one
-    /// of them) and that has a record among them. (Which record's term it reports is not
-    /// checked here: see `docs/src/safety.md`.)
-    fn reads(&self, s: &State, answered: u8) -> Vec<Token> {
+    /// of them) and that has a record among the nodes that hold it, with the term of the latest
+    /// such record (largest term, then largest version).
+    fn reads(&self, s: &State, answered: u8) -> Vec<(Token, u64)> {
         let need = if self.is(Mutant::ReadFromMinority) {
             1
         } else {
@@ -216,15 +216,22 @@ impl Redlock {
             .collect();
         tokens.sort_unstable();
         tokens.dedup();
-        tokens.retain(|&t| {
-            let holders = views.iter().filter(|n| n.holds(t)).count();
-            holders >= need && views.iter().any(|n| n.record.is_some_and(|r| r.token == t))
-        });
         tokens
+            .into_iter()
+            .filter(|&t| views.iter().filter(|n| n.holds(t)).count() >= need)
+            .filter_map(|t| {
+                views
+                    .iter()
+                    .filter(|n| n.holds(t))
+                    .filter_map(|n| n.record.filter(|r| r.token == t))
+                    .max_by_key(|r| (r.term, r.version))
+                    .map(|r| (t, r.term))
+            })
+            .collect()
     }
 
     /// While a candidate believes it leads, no `leader()` read of a quorum of answering nodes
-    /// reports another candidate.
+    /// reports another candidate, or this one with another term than its grant's.
     pub(super) fn reads_current(&self, s: &State) -> bool {
         let n = s.nodes.len();
         let q = ironlock::quorum(n);
@@ -234,6 +241,10 @@ impl Redlock {
         let Some(leader) = leader else { return true };
         (0u8..1 << n)
             .filter(|m| m.count_ones() as usize >= q)
-            .all(|m| self.reads(s, m).iter().all(|&t| t == leader.token))
+            .all(|m| {
+                self.reads(s, m)
+                    .iter()
+                    .all(|&(t, term)| (t, term) == (leader.token, leader.fence))
+            })
     }
 }
