@@ -199,8 +199,9 @@ async fn a_fresh_node_sits_out_max_ttl_plus_drift_plus_a_second_and_its_yes_is_r
     assert!(m.node_status().iter().all(|s| s.eligible));
     let lock = m.acquire(&[&r], ms(500)).await.expect("eligible after it");
     let report = lock.report();
+    // Every "yes" counts now (a busy machine may still make one node late or slow).
     assert!(report.count(Vote::For) >= 2, "{report:?}");
-    assert_eq!(report.count(Vote::For) + report.count(Vote::Pending), 3);
+    assert_eq!(report.count(Vote::NotEligible), 0, "{report:?}");
     assert!(lock.release().await.held);
 }
 
