@@ -385,10 +385,16 @@ pub fn redact_url(raw: &str) -> String {
         }
     }
     // A second `@` means a password with an unencoded `@` (the parser ends the userinfo at the
-    // first one; a reader, and the fallback, at the last).
+    // first one; a reader, and the fallback, at the last). The parser's reading is taken only
+    // when the text spells `scheme://` itself: it reads `ws:/!J::@h` (no scheme meant, the user
+    // `ws` with the password `/!J::`) as `ws://!J::@h`, the user `!J`, which would show part of
+    // the password as a user name.
     if let Ok(mut u) = url::Url::parse(raw)
         && u.fragment().is_none()
         && raw.matches('@').count() <= 1
+        && raw
+            .get(..u.scheme().len() + 3)
+            .is_some_and(|head| head.eq_ignore_ascii_case(&format!("{}://", u.scheme())))
     {
         if u.password().is_some() {
             let _ = u.set_password(Some("***"));
@@ -927,6 +933,26 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(node_url(&plain).unwrap(), "redis-cluster://a:1");
+    }
+
+    /// Found by the property test (`no_run_of_a_password_is_ever_printed`): a node given as
+    /// `user:password@host` whose password starts with `/` reads, to a URL parser, as the scheme
+    /// `ws` and the user `!J`: two characters of the password were shown as a user name.
+    #[test]
+    fn text_that_only_parses_as_another_url_hides_its_userinfo() {
+        for raw in ["ws:/!J::@127.0.0.1:1", "http:/QXZ:@h:1", "redis:/QXZ:k@h:1"] {
+            let shown = redact_url(raw);
+            for secret in ["!J", "QXZ"] {
+                assert!(!shown.contains(secret), "{raw} shows {secret}: {shown}");
+            }
+            assert!(
+                shown.ends_with("***@127.0.0.1:1") || shown.ends_with("***@h:1"),
+                "{shown}"
+            );
+        }
+        // Real URLs keep their readable form.
+        assert_eq!(redact_url("redis://u:pw@h:1"), "redis://u:***@h:1");
+        assert_eq!(redact_url("REDIS://u:pw@h:1/0"), "redis://u:***@h:1/0");
     }
 
     #[test]
