@@ -1411,7 +1411,7 @@ impl Model for Redlock {
                 |m: &Redlock, s: &State| m.leaders_backed(s),
             ));
             props.push(Property::always(
-                "leader read: while a candidate believes it leads, every read of a quorum reports it, with its grant's term",
+                "leader read: while a candidate believes it leads, no read of a quorum reports another leader, nor this one with another term than its grant's",
                 |m: &Redlock, s: &State| m.reads_current(s),
             ));
         } else if self.p.fencing {
