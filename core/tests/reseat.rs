@@ -5,12 +5,11 @@
 
 mod common;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Cluster, SEC, cluster, ms, unique};
+use common::{Cluster, SEC, cluster, eventually, ms, reconnected, restart, unique};
 use ironlock::{AcquireOptions, Config, ErrorKind, LockManager, Vote};
 
 /// One command on one node, through a connection of its own.
@@ -39,40 +38,6 @@ fn quarantined(c: &Cluster, max_ttl: Duration) -> Config {
         .retry_count(0)
         .connect_timeout(5 * SEC)
         .node_timeout(ms(200))
-}
-
-/// Kills and restarts node `i`, then waits until `m` has reconnected to the new process.
-async fn restart(c: &mut Cluster, m: &LockManager, i: usize) {
-    let before = m.node_status()[i].run_id.clone();
-    tokio::task::block_in_place(|| c.restart(i)).unwrap();
-    reconnected(m, i, &before).await;
-}
-
-/// Polls `done` every 50 ms until it holds; fails with `why()` after `limit`.
-async fn eventually<F: Future<Output = bool>>(
-    limit: Duration,
-    mut done: impl FnMut() -> F,
-    why: impl Fn() -> String,
-) {
-    let deadline = Instant::now() + limit;
-    while !done().await {
-        assert!(Instant::now() < deadline, "{}", why());
-        tokio::time::sleep(ms(50)).await;
-    }
-}
-
-/// Waits until `m` is connected to node `i` in a process other than `before` (a run_id).
-async fn reconnected(m: &LockManager, i: usize, before: &str) {
-    let ok = || async {
-        // Any request notices the broken connection and starts the reconnection.
-        if let Ok(probe) = m.acquire(&[unique("probe")], ms(500)).await {
-            probe.release().await;
-        }
-        let st = &m.node_status()[i];
-        st.connected && st.run_id != before && !st.run_id.is_empty()
-    };
-    let why = || format!("node {i} never reconnected: {:?}", m.node_status()[i]);
-    eventually(5 * SEC, ok, why).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

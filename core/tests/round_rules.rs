@@ -6,10 +6,9 @@
 
 mod common;
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
-use common::{Cluster, SEC, cluster, config, ms, unique};
+use common::{Cluster, SEC, cluster, config, eventually, ms, restart, unique};
 use ironlock::{Config, ErrorKind, Lock, LockManager, Vote};
 
 /// `GET key` on node `i`, through the harness (RESP text; `$-1` when absent).
@@ -20,19 +19,6 @@ fn get(c: &Cluster, i: usize, key: &str) -> String {
 fn absent(c: &Cluster, i: usize, key: &str) -> bool {
     let v = get(c, i, key);
     v.trim().is_empty() || v.contains("$-1") || v.contains("(nil)")
-}
-
-/// Polls `done` every 20 ms until it holds; fails with `why()` after `limit`.
-async fn eventually<F: Future<Output = bool>>(
-    limit: Duration,
-    mut done: impl FnMut() -> F,
-    why: impl Fn() -> String,
-) {
-    let deadline = Instant::now() + limit;
-    while !done().await {
-        assert!(Instant::now() < deadline, "{}", why());
-        tokio::time::sleep(ms(20)).await;
-    }
 }
 
 /// The key of `resource` under `m`'s key prefix (learnt from a lock of it).
@@ -207,22 +193,6 @@ async fn a_fresh_node_sits_out_max_ttl_plus_drift_plus_a_second_and_its_yes_is_r
 
 fn votes_of(lock: &Lock) -> Vec<Vote> {
     lock.report().nodes.iter().map(|n| n.vote).collect()
-}
-
-/// Kills and restarts node `i`, then waits until `m` is connected to the new process.
-async fn restart(c: &mut Cluster, m: &LockManager, i: usize) {
-    let before = m.node_status()[i].run_id.clone();
-    tokio::task::block_in_place(|| c.restart(i)).unwrap();
-    let ok = || async {
-        // A request notices the broken connection and starts the reconnection.
-        if let Ok(probe) = m.acquire(&[unique("probe")], SEC).await {
-            probe.release().await;
-        }
-        let s = &m.node_status()[i];
-        s.connected && s.run_id != before && !s.run_id.is_empty()
-    };
-    let why = || format!("node {i} never reconnected: {:?}", m.node_status()[i]);
-    eventually(5 * SEC, ok, why).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

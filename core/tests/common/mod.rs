@@ -1,7 +1,8 @@
 //! Shared helpers for the integration tests: real redis-server nodes and managers over them.
 #![allow(dead_code)]
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use ironlock::{Config, LockManager};
 pub use ironlock_harness::Cluster;
@@ -55,4 +56,38 @@ pub fn assert_counts_add_up(message: &str, n: usize) -> Vec<usize> {
         "counts do not add up: {message}"
     );
     counts
+}
+
+/// Polls `done` every 20 ms until it holds; fails with `why()` after `limit`.
+pub async fn eventually<F: Future<Output = bool>>(
+    limit: Duration,
+    mut done: impl FnMut() -> F,
+    why: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + limit;
+    while !done().await {
+        assert!(Instant::now() < deadline, "{}", why());
+        tokio::time::sleep(ms(20)).await;
+    }
+}
+
+/// Waits until `m` is connected to node `i` in a process other than `before` (a run_id).
+pub async fn reconnected(m: &LockManager, i: usize, before: &str) {
+    let ok = || async {
+        // Any request notices the broken connection and starts the reconnection.
+        if let Ok(probe) = m.acquire(&[unique("probe")], ms(500)).await {
+            probe.release().await;
+        }
+        let st = &m.node_status()[i];
+        st.connected && st.run_id != before && !st.run_id.is_empty()
+    };
+    let why = || format!("node {i} never reconnected: {:?}", m.node_status()[i]);
+    eventually(5 * SEC, ok, why).await;
+}
+
+/// Kills and restarts node `i`, then waits until `m` has reconnected to the new process.
+pub async fn restart(c: &mut Cluster, m: &LockManager, i: usize) {
+    let before = m.node_status()[i].run_id.clone();
+    tokio::task::block_in_place(|| c.restart(i)).unwrap();
+    reconnected(m, i, &before).await;
 }
