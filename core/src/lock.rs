@@ -84,10 +84,13 @@ impl Kind {
     }
 
     /// The extension of `token` on `keys` to `ttl_ms`, re-seating where it is absent (`reseat`).
+    /// Plain locks and writers are extended in batches instead (`Node::extend`).
     fn extend_cmd(self, keys: &[String], token: &str, ttl_ms: &str, reseat: bool) -> redis::Cmd {
         let flag = if reseat { "1" } else { "0" };
         match self {
-            Kind::Lock => scripts::evalsha(&scripts::EXTEND, keys, &[token, ttl_ms, flag]),
+            Kind::Lock | Kind::Write => {
+                scripts::evalsha(&scripts::EXTEND, keys, &[token, ttl_ms, flag])
+            }
             Kind::Permit { limit } => scripts::evalsha(
                 &scripts::SEM_EXTEND,
                 &permit_keys(keys),
@@ -98,8 +101,6 @@ impl Kind {
                 &read_keys(keys),
                 &[token, ttl_ms, flag],
             ),
-            // The writer's key is a plain lock key holding its token.
-            Kind::Write => scripts::evalsha(&scripts::EXTEND, keys, &[token, ttl_ms, flag]),
             Kind::Leader => scripts::evalsha(
                 &scripts::LEADER_EXTEND,
                 &leader_keys(keys),
@@ -598,27 +599,38 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
         })
         .collect();
     let epochs: Vec<u64> = cluster.nodes.iter().map(|n| n.data_epoch()).collect();
-    let plain = Arc::new(
-        inner
-            .kind
-            .extend_cmd(&inner.keys, &inner.token, &ttl_ms, false),
-    );
-    let reseat = restarted.contains(&true).then(|| {
-        Arc::new(
-            inner
-                .kind
-                .extend_cmd(&inner.keys, &inner.token, &ttl_ms, true),
-        )
+    // A plain lock's (or a writer's) extension joins the node's next batch (`node::coalesce`);
+    // the other kinds send their own script.
+    let batched = matches!(inner.kind, Kind::Lock | Kind::Write);
+    let cmds = (!batched).then(|| {
+        let cmd = |reseat| {
+            Arc::new(
+                inner
+                    .kind
+                    .extend_cmd(&inner.keys, &inner.token, &ttl_ms, reseat),
+            )
+        };
+        (cmd(false), restarted.contains(&true).then(|| cmd(true)))
     });
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
     let before = lock.deadline();
     let t1 = Instant::now();
     let round = quorum::run(&cluster.nodes, Tally::Eligible, inner.quorum, t1, |node| {
-        let cmd = match &reseat {
-            Some(cmd) if restarted.get(cluster.index_of(&node)) == Some(&true) => cmd.clone(),
+        let reseat = restarted.get(cluster.index_of(&node)) == Some(&true);
+        let cmd = cmds.as_ref().map(|(plain, reseating)| match reseating {
+            Some(cmd) if reseat => cmd.clone(),
             _ => plain.clone(),
-        };
+        });
+        let lock = lock.clone();
         async move {
-            match node.query::<i64>(&cmd).await {
+            let reply = match cmd {
+                Some(cmd) => node.query::<i64>(&cmd).await,
+                None => {
+                    let inner = &lock.inner;
+                    node.extend(&inner.keys, &inner.token, ttl_ms, reseat).await
+                }
+            };
+            match reply {
                 Ok(1) => Reply::Yes(0),
                 Ok(2) => {
                     // Counted here, not in the round: a re-seat answered after the round was
@@ -734,6 +746,9 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
 async fn keep_alive(lock: Lock) {
     extend_while_held(&lock).await;
     if lock.is_lost() && !lock.is_released() {
+        // Behind the tasks woken meanwhile: locks whose deadlines fell together are told they
+        // are lost before any of their keys is deleted.
+        tokio::task::yield_now().await;
         release(&lock).await;
     }
 }
@@ -748,7 +763,10 @@ async fn extend_while_held(lock: &Lock) {
         let ttl = lock.ttl();
         let threshold = config.extension_threshold.unwrap_or(ttl / 3).min(ttl / 2);
         let deadline = lock.deadline();
-        let at = deadline.checked_sub(threshold).unwrap_or(deadline);
+        let at = on_grid(
+            deadline.checked_sub(threshold).unwrap_or(deadline),
+            threshold,
+        );
         tokio::select! {
             _ = tokio::time::sleep_until(at.into()) => {}
             changed = rx.changed() => {
@@ -785,10 +803,45 @@ async fn extend_while_held(lock: &Lock) {
     }
 }
 
+/// When an auto-extension due at `at` is made: at the last point of a process-wide grid at or
+/// before `at`, a tenth of the `threshold` apart (1 to 50 ms). Locks acquired close together
+/// fall due at the same instants, so their extensions go to each node in one batch
+/// (`node::coalesce`); each is made at most one step early, which only shortens its period.
+fn on_grid(at: Instant, threshold: Duration) -> Instant {
+    static ORIGIN: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+    let step = (threshold / 10).clamp(Duration::from_millis(1), Duration::from_millis(50));
+    let Some(since) = at.checked_duration_since(*ORIGIN) else {
+        return at;
+    };
+    // Below one step (at most 50 ms), so it fits.
+    let back = (since.as_nanos() % step.as_nanos()) as u64;
+    at.checked_sub(Duration::from_nanos(back)).unwrap_or(at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::NodeReport;
+
+    #[test]
+    fn auto_extensions_fall_due_on_a_grid_never_late() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        let start = Instant::now();
+        let mut due = std::collections::BTreeSet::new();
+        for i in 0..1_000u64 {
+            let at = start + s(1) + Duration::from_micros(i * 97);
+            let g = on_grid(at, s(1));
+            assert!(g <= at && at - g < ms(50), "at most one step early");
+            due.insert(g);
+        }
+        // 97 ms of due times on a 50 ms grid: three instants.
+        assert!(due.len() <= 3, "{}", due.len());
+        // A short threshold has a fine grid; a long one is capped at 50 ms.
+        let at = start + s(2);
+        assert!(at - on_grid(at, ms(20)) < ms(2));
+        assert!(at - on_grid(at, s(100)) < ms(50));
+    }
 
     #[test]
     fn a_permit_needs_the_semaphores_quorum_and_the_rest_a_majority() {

@@ -15,6 +15,8 @@ use crate::drain::{Draining, InFlight};
 use crate::shards::{self, Conn, Shard};
 use crate::topology::{self, Identities, ServerInfo, build_client, parse_info};
 
+mod coalesce;
+
 /// Resolves a TLS server name to the host the node's URL gives (the connection goes to that
 /// host; the certificate is checked against the name).
 #[derive(Clone)]
@@ -171,6 +173,8 @@ pub(crate) struct Node {
     rt: tokio::runtime::Handle,
     /// The manager's round deadlines (shared by its nodes).
     alarm: Arc<Alarm>,
+    /// Lock extensions waiting to go out together (`coalesce`).
+    extensions: coalesce::Extensions,
     pub(crate) counters: VoteCounters,
 }
 
@@ -373,6 +377,7 @@ impl Node {
             master_key: settings.master_key.clone(),
             rt: settings.rt.clone(),
             alarm: settings.alarm.clone(),
+            extensions: coalesce::Extensions::default(),
             counters: VoteCounters::default(),
         }))
     }
@@ -915,7 +920,17 @@ impl Node {
     /// No timer here: the round bounds all of its requests with one `node_timeout` deadline, and
     /// a request it stops waiting for keeps its place on the connection (later requests on it
     /// stay ordered after it). A broken connection is replaced in the background.
+    /// Extensions waiting in the node's batch are sent first (`coalesce`): a request never
+    /// overtakes one asked for before it.
     pub(crate) async fn query<T: FromRedisValue>(
+        self: &Arc<Self>,
+        cmd: &redis::Cmd,
+    ) -> Result<T, Failure> {
+        self.send_extensions();
+        self.query_now(cmd).await
+    }
+
+    async fn query_now<T: FromRedisValue>(
         self: &Arc<Self>,
         cmd: &redis::Cmd,
     ) -> Result<T, Failure> {

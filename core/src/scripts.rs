@@ -52,11 +52,12 @@ macro_rules! concat_lua {
 /// Every script, loaded with `SCRIPT LOAD` on each (re)connection so that each request is a
 /// single `EVALSHA`: one command per request keeps requests on a connection strictly ordered
 /// (a rollback can never overtake the acquire it undoes).
-pub(crate) const ALL_SOURCES: [&str; 22] = [
+pub(crate) const ALL_SOURCES: [&str; 23] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     RELEASE_HELD_SOURCE,
     EXTEND_SOURCE,
+    EXTEND_BATCH_SOURCE,
     FENCE_SOURCE,
     SEM_ACQUIRE_SOURCE,
     SEM_RELEASE_SOURCE,
@@ -216,34 +217,67 @@ return kept
 pub(crate) static RELEASE_HELD: LazyLock<Script> =
     LazyLock::new(|| Script::new(RELEASE_HELD_SOURCE));
 
+/// The Lua function of one lock's extension, shared by [`EXTEND_SOURCE`] and
+/// [`EXTEND_BATCH_SOURCE`]: `extend(first, n, token, ttl, reseat)` over `KEYS[first]` ..
+/// `KEYS[first + n - 1]`.
+macro_rules! extend_lua {
+    ($body:expr) => {
+        concat!(
+            r#"
+local function extend(first, n, token, ttl, reseat)
+  local last = first + n - 1
+  local absent = 0
+  for i = first, last do
+    local v = redis.call('GET', KEYS[i])
+    if not v then
+      absent = absent + 1
+    elseif v ~= token then
+      return 0
+    end
+  end
+  if absent == 0 then
+    for i = first, last do
+      redis.call('PEXPIRE', KEYS[i], ttl)
+    end
+    return 1
+  end
+  if reseat ~= "1" or absent < n then return 0 end
+  for i = first, last do
+    redis.call('SET', KEYS[i], token, 'NX', 'PX', ttl)
+  end
+  return 2
+end
+"#,
+            $body
+        )
+    };
+}
+
 /// Sets a new expiry on every key iff every key still holds our token. With ARGV\[3\] == "1" (sent
 /// only to a node that restarted since it last held the keys: re-seating) a node on
 /// which every key is absent gets them back with `SET NX PX`; a foreign token is never
 /// overwritten, and a node holding some keys but not others is not re-seated.
 /// ARGV: token, ttl_ms, reseat (0/1). Returns 1 when extended, 2 when re-seated, 0 otherwise.
-pub const EXTEND_SOURCE: &str = r#"
-local absent = 0
-for i = 1, #KEYS do
-  local v = redis.call('GET', KEYS[i])
-  if not v then
-    absent = absent + 1
-  elseif v ~= ARGV[1] then
-    return 0
-  end
-end
-if absent == 0 then
-  for i = 1, #KEYS do
-    redis.call('PEXPIRE', KEYS[i], ARGV[2])
-  end
-  return 1
-end
-if ARGV[3] ~= "1" or absent < #KEYS then return 0 end
-for i = 1, #KEYS do
-  redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2])
-end
-return 2
-"#;
+pub const EXTEND_SOURCE: &str = extend_lua!("return extend(1, #KEYS, ARGV[1], ARGV[2], ARGV[3])\n");
 pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SOURCE));
+
+/// The extensions of several locks on one node in one call, each exactly as [`EXTEND_SOURCE`]
+/// does it for its own keys (a lock's answer never depends on another's). KEYS: every lock's
+/// keys, one lock after the other. ARGV: per lock, four values: its number of keys, token,
+/// ttl_ms, reseat (0/1). Returns one reply per lock, in order (1, 2 or 0 as `EXTEND`).
+pub const EXTEND_BATCH_SOURCE: &str = extend_lua!(
+    r#"local out = {}
+local first = 1
+for j = 1, #ARGV, 4 do
+  local n = tonumber(ARGV[j])
+  out[#out + 1] = extend(first, n, ARGV[j + 1], ARGV[j + 2], ARGV[j + 3])
+  first = first + n
+end
+return out
+"#
+);
+pub(crate) static EXTEND_BATCH: LazyLock<Script> =
+    LazyLock::new(|| Script::new(EXTEND_BATCH_SOURCE));
 
 /// Raises every fence counter to F (`counter = max(counter, F)`) iff every lock key still holds
 /// our token. ARGV: token, F (decimal). Returns 1 when written, 0 otherwise.

@@ -1,0 +1,137 @@
+//! Many locks held at once under auto-extension, against real nodes: their extensions reach each
+//! node in batches (one script call for the locks falling due together, not one per lock), none
+//! is lost while the nodes are up, and when the nodes die every one of them is told it is lost
+//! before its keys could have expired.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Cluster, SEC, cluster, manager, ms, unique};
+use futures_util::future::join_all;
+use ironlock::{KeepAlive, Lock, LockManager};
+
+/// `EVALSHA` calls node `i` has served.
+fn evalsha_calls(c: &Cluster, i: usize) -> u64 {
+    let stats = c.command(i, &["INFO", "commandstats"]).expect("INFO");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `k` locks on distinct resources, acquired 500 at a time, each kept alive from its grant on.
+async fn hold(m: &LockManager, k: usize, ttl: Duration) -> Vec<(Lock, KeepAlive)> {
+    let prefix = unique("held");
+    let mut held = Vec::with_capacity(k);
+    for start in (0..k).step_by(500) {
+        let names: Vec<String> = (start..(start + 500).min(k))
+            .map(|i| format!("{prefix}:{i}"))
+            .collect();
+        let locks = join_all(names.iter().map(|r| async move {
+            let lock = m
+                .acquire(std::slice::from_ref(r), ttl)
+                .await
+                .expect("granted");
+            let keeper = lock.keep_alive();
+            (lock, keeper)
+        }))
+        .await;
+        held.extend(locks);
+    }
+    held
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_locks_are_extended_in_one_call_per_node_for_the_locks_due_together() {
+    let c = cluster(3);
+    let m = manager(&c).await;
+    let held = hold(&m, 2_000, 2 * SEC).await;
+    let calls_before: Vec<u64> = (0..3).map(|i| evalsha_calls(&c, i)).collect();
+    let extensions_before: u64 = held.iter().map(|(l, _)| u64::from(l.extensions())).sum();
+    tokio::time::sleep(ms(3_000)).await;
+    let extensions: u64 = held
+        .iter()
+        .map(|(l, _)| u64::from(l.extensions()))
+        .sum::<u64>()
+        - extensions_before;
+    for (lock, _) in &held {
+        assert!(lock.is_valid() && !lock.is_lost(), "{lock:?}");
+        assert!(
+            lock.extensions() >= 2,
+            "extended every ~1.3 s: {lock:?} after {} extensions: {:?}",
+            lock.extensions(),
+            lock.report()
+        );
+    }
+    // Without batching each extension is one EVALSHA per node.
+    for (i, before) in calls_before.iter().enumerate() {
+        let calls = evalsha_calls(&c, i) - before;
+        assert!(
+            calls * 20 < extensions,
+            "node {i}: {calls} script calls for {extensions} extensions"
+        );
+    }
+    for chunk in held.chunks(200) {
+        let released = join_all(chunk.iter().map(|(l, _)| l.release())).await;
+        for (r, (l, _)) in released.iter().zip(chunk) {
+            assert!(r.held, "{l:?}: {:?}", r.report);
+        }
+    }
+    for i in 0..3 {
+        let keys = c.command(i, &["KEYS", "held*"]).expect("KEYS");
+        assert!(!keys.contains("held"), "node {i} keeps {keys}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_held_lock_is_told_lost_before_its_keys_can_expire_when_the_nodes_die() {
+    let mut c = cluster(3);
+    let m = manager(&c).await;
+    let ttl = 8 * SEC;
+    // The client's lateness budget: the drift allowance the deadline keeps short of the ttl.
+    let drift = ttl.mul_f64(0.01) + ms(2);
+    let held = hold(&m, 10_000, ttl).await;
+    // Long enough for every lock to have been auto-extended once (due ttl / 3 before its
+    // deadline): the extensions are in step, and so are the deadlines.
+    tokio::time::sleep(ms(6_000)).await;
+    for (lock, _) in &held {
+        assert!(
+            lock.extensions() >= 1 && lock.is_valid(),
+            "{lock:?} after {} extensions: {:?}",
+            lock.extensions(),
+            lock.report()
+        );
+    }
+    c.kill(0).expect("kill");
+    c.kill(1).expect("kill");
+    let killed = Instant::now();
+    let told = join_all(held.iter().map(|(lock, _)| async move {
+        tokio::time::timeout(ttl + 5 * SEC, lock.lost())
+            .await
+            .expect("told within ttl + 5 s");
+        let at = Instant::now();
+        (at, lock.deadline())
+    }))
+    .await;
+    let mut lateness = Vec::with_capacity(told.len());
+    for ((lock, _), (at, deadline)) in held.iter().zip(&told) {
+        assert!(lock.is_lost() && !lock.is_valid(), "{lock:?}");
+        assert!(*deadline > killed, "valid when the nodes died");
+        lateness.push(at.saturating_duration_since(*deadline));
+    }
+    lateness.sort();
+    let late = lateness[lateness.len() - 1];
+    eprintln!(
+        "told after the deadline: p50 {:?}, p99 {:?}, max {late:?}",
+        lateness[lateness.len() / 2],
+        lateness[lateness.len() * 99 / 100]
+    );
+    assert!(
+        late <= drift,
+        "a lock was told {late:?} after its deadline, past the {drift:?} before its keys may expire"
+    );
+    eprintln!("10,000 locks told lost at most {late:?} after their deadlines");
+}
