@@ -5,10 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::acquire::{AcquireRequest, unix_micros};
+use crate::acquire::unix_micros;
 use crate::error::Vote;
 use crate::lock::Kind;
 use crate::node::Node;
+use crate::request::AcquireRequest;
 use crate::scripts;
 
 /// How many rounds in a row (spanning a queue timeout) a fair waiter must fail to reach a quorum

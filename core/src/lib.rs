@@ -42,6 +42,7 @@ mod manager;
 mod node;
 mod notify;
 mod quorum;
+mod request;
 mod rwlock;
 pub mod scripts;
 mod settings;
@@ -51,6 +52,7 @@ mod stats;
 mod token;
 mod topology;
 mod urls;
+mod verdict;
 
 pub use acquire::{AcquireOptions, MAX_SEMAPHORE_LIMIT};
 pub use config::{
