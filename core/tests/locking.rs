@@ -193,6 +193,32 @@ async fn fencing_tokens_strictly_increase_across_two_managers() {
     }
 }
 
+/// A fenced grant raises the fence counter to its fence on a quorum of nodes (so that a later
+/// grant, reading any quorum, sees it), not only on the nodes that granted it first.
+#[tokio::test]
+async fn a_fenced_grant_writes_its_fence_back_to_a_quorum() {
+    let c = cluster(3);
+    let m = manager(&c).await;
+    let r = unique("writeback");
+    for _ in 0..3 {
+        let lock = m
+            .acquire_with(&[&r], 5 * SEC, AcquireOptions::default().fencing(true))
+            .await
+            .unwrap();
+        let f = lock.fence().expect("fence");
+        m.flush().await;
+        let counter = ironlock::scripts::fence_key(&lock.keys()[0]);
+        let written = (0..3)
+            .filter(|&i| {
+                c.command(i, &["GET", &counter])
+                    .is_ok_and(|v| v.contains(&f.to_string()))
+            })
+            .count();
+        assert!(written >= 2, "fence {f} on {written} of 3 nodes");
+        assert!(lock.release().await.held);
+    }
+}
+
 /// Three nodes, a resource held by one manager for 10 s, and a second manager whose waiters
 /// retry only after `retry_delay` (no jitter): only release wake-ups can hand the lock on sooner.
 async fn held_with_slow_waiters(

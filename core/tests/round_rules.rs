@@ -238,6 +238,52 @@ async fn an_extension_reseats_the_restarted_node_only_and_only_once() {
     assert!((0..3).all(|i| absent(&c, i, &key)));
 }
 
+/// Two of three nodes restart while a lock is held: the extension writes the keys back on both,
+/// but they are in restart quarantine, so only one "yes" counts and the extension fails (the lock
+/// stays valid until its deadline) and takes its re-seats back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reseat_on_a_quarantined_node_does_not_count() {
+    let mut c = cluster(3);
+    let max_ttl = 4 * SEC;
+    let m = LockManager::new(
+        Config::new(c.urls())
+            .max_ttl(max_ttl)
+            .retry_count(0)
+            .connect_timeout(5 * SEC),
+    )
+    .await
+    .unwrap();
+    // Fresh nodes sit out max_ttl + drift + 1 s first.
+    let left = m.node_status().iter().map(|s| s.quarantine_remaining).max();
+    tokio::time::sleep(left.unwrap_or_default() + ms(20)).await;
+    let lock = m.acquire(&[unique("requarantine")], max_ttl).await.unwrap();
+    let key = lock.keys()[0].clone();
+    m.flush().await;
+    restart(&mut c, &m, 1).await;
+    restart(&mut c, &m, 2).await;
+    assert!(m.node_status()[1..].iter().all(|s| !s.eligible));
+    let e = lock.extend(max_ttl).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let report = e.report().unwrap();
+    assert_eq!(report.nodes[0].vote, Vote::For, "{report:?}");
+    for r in &report.nodes[1..] {
+        assert!(
+            matches!(r.vote, Vote::Reseated | Vote::Pending) && !r.counted(),
+            "{report:?}"
+        );
+    }
+    assert!(
+        lock.is_valid() && !lock.is_lost(),
+        "valid until its deadline"
+    );
+    m.flush().await;
+    assert!(
+        absent(&c, 1, &key) && absent(&c, 2, &key),
+        "re-seats taken back"
+    );
+    assert!(lock.release().await.held || absent(&c, 0, &key));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reseat_refused_by_another_clients_key_is_tried_again_at_the_next_extension() {
     let mut c = cluster(3);
