@@ -1,9 +1,9 @@
 """Runs every benchmark client on the same local redis nodes and writes the result tables.
 
 Called by bench/run.sh after the setup (python3 bench/bench.py [--smoke] [--only a,b]
-[--workloads a1,b,..]). Standard library only. Every driver prints one JSON line (see
-bench/README.md); this file only starts nodes, runs drivers with a hard time limit, and
-aggregates.
+[--workloads a1,b,..] [--held-k 1000,10000] [--held-s 20]). Standard library only. Every driver
+prints one JSON line (see bench/README.md); this file only starts nodes, runs drivers with a hard
+time limit, and aggregates.
 """
 
 import argparse
@@ -65,7 +65,10 @@ PROFILE_ROWS = {"lower-lua-acquire": ("a5", "b"), "lower-release-all": ("a5", "b
 CLIENT_WORKLOADS = dict(PROFILE_ROWS, **{"redis-py": ("a1",), "redis-py-async": ("a1",),
                                          "ironlock-rust-poll": ("f",)})
 
-# id -> (workload letter, N, cycles, concurrency, pinned, time limit s, repetitions)
+# id -> (workload letter, N, cycles, concurrency, pinned, time limit s, repetitions[, hold ms[, extra
+# driver arguments]]). The held-lock scale ids (e3, e5: extra arguments with --keepalive-s) give a
+# tuple of K values as cycles, one run per K (`--held-k` replaces it), and the time limit bounds the
+# acquisition of the K locks; the hold (--keepalive-s) and the release come on top.
 FULL = {
     "a1": ("a", 1, 5000, 1, False, 6, 3),
     "a3": ("a", 3, 5000, 1, False, 6, 3),
@@ -82,6 +85,8 @@ FULL = {
     "drw": ("d", 5, 2000, 17, False, 10, 3, 2, ["--rw", "1"]),
     "drwf": ("d", 5, 2000, 17, False, 10, 3, 2, ["--rw", "1", "--fair", "1"]),
     "f": ("f", 5, 10, 1, False, 40, 2, 0, ["--ttl-ms", "1000"]),
+    "e3": ("e", 3, (1000, 10000, 100000), 64, False, 120, 1, 0, ["--keepalive-s", "60", "--ttl-ms", "3000"]),
+    "e5": ("e", 5, (1000, 10000, 100000), 64, False, 120, 1, 0, ["--keepalive-s", "60", "--ttl-ms", "3000"]),
 }
 SMOKE = {
     "a1": ("a", 1, 20, 1, False, 10, 1),
@@ -95,6 +100,7 @@ SMOKE = {
     "drw": ("d", 5, 10, 4, False, 10, 1, 1, ["--rw", "1"]),
     "drwf": ("d", 5, 10, 4, False, 10, 1, 1, ["--rw", "1", "--fair", "1"]),
     "f": ("f", 3, 1, 1, False, 20, 1, 0, ["--ttl-ms", "500"]),
+    "e3": ("e", 3, (1000,), 64, False, 30, 1, 0, ["--keepalive-s", "3", "--ttl-ms", "3000"]),
 }
 # Workloads only some clients take (fair mode and semaphores are ironlock's and
 # redis-semaphore's); every other workload runs every client.
@@ -105,6 +111,8 @@ WORKLOAD_CLIENTS = {
     "drw": ("ironlock-rust",),
     "drwf": ("ironlock-rust",),
     "f": ("ironlock-rust", "ironlock-rust-poll"),
+    "e3": ("ironlock-rust", "ironlock-py", "ironlock-node"),
+    "e5": ("ironlock-rust", "ironlock-py", "ironlock-node"),
 }
 TITLES = {
     "a1": "(a) 1 client, 5,000 lock+unlock cycles on distinct keys, N = 1",
@@ -121,11 +129,39 @@ TITLES = {
     "dp": "(d) 17 workers on ONE key with plain locks, each grant held 2 ms, N = 5, default retry settings (the base of the read-write row)",
     "drw": "(d) READ-WRITE: 16 readers and 1 writer on ONE read-write lock, each grant held 2 ms, N = 5, default retry settings (per worker: the writer first)",
     "drwf": "(d) READ-WRITE, FAIR: the same 16 readers and 1 writer with `fair` on (every waiter in ticket order)",
+    "e3": "(e) HELD-LOCK SCALE, N = 3",
+    "e5": "(e) HELD-LOCK SCALE, N = 5",
     "f": "(f) ELECTION FAILOVER: the leader stops without resigning (as a killed process: its keys stay until they expire), ttl 1 s (smoke: 0.5 s), N = 5 (smoke: 3); time until the standby leads",
 }
 
 # Row labels that differ by workload.
 LABELS = {("ds", "redis-semaphore"): "redis-semaphore 5.8.0 RedlockSemaphore"}
+
+
+def keepalive_s(spec):
+    """The hold of a held-lock scale workload (its --keepalive-s), or None for any other."""
+    extra = spec[8] if len(spec) > 8 else []
+    return float(extra[extra.index("--keepalive-s") + 1]) if "--keepalive-s" in extra else None
+
+
+def spec_arg(spec, name, default=None):
+    """One of a spec's extra driver arguments (`--ttl-ms`, ...)."""
+    extra = spec[8] if len(spec) > 8 else []
+    return extra[extra.index(name) + 1] if name in extra else default
+
+
+def with_hold(spec, seconds):
+    """A held-lock scale spec with another hold (`--held-s`)."""
+    extra = list(spec[8])
+    extra[extra.index("--keepalive-s") + 1] = f"{seconds:g}"
+    return spec[:8] + (extra,)
+
+
+def held_ks(spec, override):
+    """The K values a workload runs with: the held-lock scale's tuple (or `--held-k`), else [None]."""
+    if not isinstance(spec[2], tuple):
+        return [None]
+    return override or list(spec[2])
 
 
 def runs(client, wid):
@@ -198,28 +234,36 @@ def server_cpu_s(ports):
     return total
 
 
-def run_one(client, wid, spec, urls, pids, rep, run_id, env):
+def run_one(client, wid, spec, urls, pids, rep, run_id, env, k=None):
+    """One run of `client` in workload `wid`; `k`: the number of locks of a held-lock scale run."""
     letter, n, cycles, conc, pinned, limit = spec[:6]
     hold = spec[7] if len(spec) > 7 else 0
     extra = spec[8] if len(spec) > 8 else []
+    keep = keepalive_s(spec)
+    if k is not None:
+        cycles = k
     cmd = CLIENTS[client][1] + [
         "--workload", letter,
         "--urls", ",".join(urls[:n]),
         "--cycles", str(cycles),
         "--concurrency", str(conc),
-        "--prefix", f"bench:{run_id}:{client}:{wid}:{rep}",
+        "--prefix", f"bench:{run_id}:{client}:{wid}:{rep}" + (f":{k}" if k is not None else ""),
         "--time-limit", str(limit),
     ] + (["--hold-ms", str(hold)] if hold else []) + extra
+    # Held-lock scale: the time limit bounds the acquisition; the hold and the release come on top.
+    kill_after = limit + 60 + (keep + 120 if keep else 0)
     if pinned:
         cmd = ["taskset", "-c", "0"] + cmd
         pin(pids[:n], "0")
     rec = {"client": client, "workload": wid, "letter": letter, "n": n, "rep": rep, "pinned": pinned,
            "concurrency": conc}
+    if k is not None:
+        rec["k"] = k
     ports = [int(u.rsplit(":", 1)[1]) for u in urls[:n]]
     srv0 = server_cpu_s(ports)
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit + 60, env=env)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=kill_after, env=env)
         rec["rc"] = p.returncode
         out = p.stdout.strip().splitlines()
         try:
@@ -235,13 +279,14 @@ def run_one(client, wid, spec, urls, pids, rep, run_id, env):
                 rec["error"] = f"crashed at exit (signal {sig}) after reporting"
     except subprocess.TimeoutExpired:
         rec["rc"] = -1
-        rec["error"] = f"killed after {limit + 60} s"
+        rec["error"] = f"killed after {kill_after} s"
     finally:
         if pinned:
             pin(pids[:n], f"0-{os.cpu_count() - 1}")
     rec["wall_s"] = round(time.monotonic() - t0, 3)
     srv1 = server_cpu_s(ports)
-    if srv0 is not None and srv1 is not None and rec.get("ok"):
+    if srv0 is not None and srv1 is not None and rec.get("ok") and not keep:
+        # (The held-lock scale's drivers read the nodes' CPU over the hold phase themselves.)
         # Includes the driver's warm-up cycles (max(50, 4 x concurrency)), counted in.
         warm = max(50, 4 * conc)
         rec["server_cpu_us_per_cycle"] = round((srv1 - srv0) * 1e6 / (rec["ok"] + warm), 3)
@@ -282,9 +327,59 @@ def aggregate(recs):
     }
 
 
+def keepalive_table(wid, spec, records, clients):
+    """(e) held-lock scale: one row per client and K, every figure from the hold phase except the
+    acquisition time and the memory (RSS after acquiring the K locks less RSS before, per lock)."""
+    hold = keepalive_s(spec)
+    ttl = float(spec_arg(spec, "--ttl-ms", "0")) / 1000
+    lines = [f"### {TITLES.get(wid, wid)}: K locks held at once by ONE process, each auto-extended "
+             f"(ttl {ttl:g} s) through a {hold:g} s hold", "",
+             "| client | K | held | acquisition s | client CPU % of a core | server CPU µs/extension | "
+             "extensions/lock | extensions | failed extensions | lost | memory B/lock |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    rows = {}
+    for c in clients:
+        mine = [r for r in records if r["client"] == c and r["workload"] == wid]
+        for k in sorted({r.get("k") for r in mine if r.get("k") is not None}) or [None]:
+            recs = [r for r in mine if r.get("k") == k and "hold_s" in r]
+            label = CLIENTS[c][0]
+            if not recs:
+                errs = [r.get("error", "") for r in mine if r.get("k") == k]
+                lines.append(f"| {label} | {k or ''} | failed: {(errs or [''])[0][:80]} | | | | | | | | |")
+                continue
+
+            def m(key):
+                vals = [r[key] for r in recs if r.get(key) is not None]
+                return med(vals) if vals else None
+
+            srv = m("server_us_per_extension")
+            held = m("ok")
+            partial = " (partial)" if any(not r.get("complete") for r in recs) else ""
+            lost = sum(r["lost"] for r in recs)
+            keys_left = sum(r.get("keys_left") or 0 for r in recs)
+            lost_txt = f"**{lost:,}**" if lost else "0"
+            before = sum(r.get("lost_before_hold") or 0 for r in recs)
+            if before:
+                lost_txt += f" ({before:,} before the hold)"
+            unconfirmed = sum(r.get("release_unconfirmed") or 0 for r in recs)
+            if unconfirmed:
+                lost_txt += f" ({unconfirmed:,} releases unconfirmed)"
+            if keys_left:
+                lost_txt += f" (**{keys_left:,} keys left**)"
+            rows[(c, k)] = {"lost": lost, "held": held, "cpu": m("hold_cpu_pct"), "srv": srv}
+            lines.append(
+                f"| {label} | {k:,} | {held:,.0f}{partial} | {m('acquire_s'):,.1f} | {m('hold_cpu_pct'):,.1f} | "
+                f"{'–' if srv is None else f'{srv:,.1f}'} | {m('extensions_per_lock'):,.2f} | "
+                f"{m('extensions'):,.0f} | {m('extension_failures'):,.0f} | {lost_txt} | "
+                f"{m('bytes_per_lock'):,.0f} |")
+    return lines + [""], rows
+
+
 def table(wid, spec, records, clients):
     letter = spec[0]
     clients = [c for c in clients if runs(c, wid)]
+    if keepalive_s(spec) is not None:
+        return keepalive_table(wid, spec, records, clients)
     rows = {c: aggregate([r for r in records if r["client"] == c and r["workload"] == wid]) for c in clients}
     low = rows.get("lower")
     redl = rows.get("node-redlock")
@@ -464,9 +559,27 @@ def markdown(head, plan, records, clients, smoke):
            "the polling row is an election made by hand on plain locks, a try-once `acquire` of the "
            "election's name every 200 ms. \"After the key expired\" is the time to the next leader less "
            "what the election's key still had to live when the leader stopped (PTTL on node 0).",
-           "- ttl 10 s ((e): 60 s, the default max_ttl). Each run is bounded: 6 s of measurement (30 s for (e)); a client that does "
+           "- (e) held-lock scale (ironlock Rust, Python sync, Node; N = 3 and 5): ONE process acquires K "
+           "locks (distinct names, 64 acquires in flight: Rust tasks, Python threads, Node promises) of ttl "
+           "3 s, starting each one's auto-extension (`keep_alive()` / `keepAlive()`, the library's defaults: "
+           "it extends when a third of the ttl is left) as soon as it is granted, holds them all for the hold "
+           "(60 s; smoke: N = 3, K = 1,000 for 3 s), then releases them and checks that no key is left on the "
+           "nodes. Measured over the hold phase only: the client process's user+system CPU as % of one "
+           "core; the redis-server nodes' user+system CPU (INFO cpu, summed over the N nodes) per "
+           "extension; extensions (the manager's `stats().extensions`, and its `extension_failures`: "
+           "failed tries, retried) in total and per lock. Lost: locks whose lost signal fired, or that were "
+           "no longer valid at the end of the hold, or whose release found the token gone on more than N − Q "
+           "nodes (must be 0: any makes the run fail; in parentheses, those already lost before the hold, while the K "
+           "locks were being acquired); a release that could not confirm a quorum only "
+           "because nodes did not answer within node_timeout is shown as unconfirmed, not lost (its keys "
+           "are gone all the same: the run also fails if any key is left on the nodes). Memory: the "
+           "client's RSS after acquiring the K locks less its RSS before, per lock (the lock objects, their "
+           "keep-alive handles and the driver's list of them). Acquisition: wall time to acquire the K "
+           "locks (informative; extensions of the locks already held run meanwhile).",
+           "- ttl 10 s ((e) memory: 60 s, the default max_ttl). Each run is bounded: 6 s of measurement "
+           "(30 s for (e) memory; the held-lock scale: 120 s to acquire, then the hold); a client that does "
            "not finish its cycles in time is reported with the rate of the cycles it completed, marked "
-           "partial. (e) runs once per client (memory does not need a median).", ""]
+           "partial. (e) runs once per client and K (memory does not need a median).", ""]
     findings = os.path.join(BENCH, "findings.md")
     if not smoke and os.path.exists(findings):
         with open(findings) as f:
@@ -499,6 +612,10 @@ def main():
     ap.add_argument("--only", help="comma-separated client names")
     ap.add_argument("--workloads", help="comma-separated workload ids")
     ap.add_argument("--reps", type=int)
+    ap.add_argument("--held-k", help="comma-separated K values (locks held at once) for the held-lock "
+                                     "scale workloads e3, e5 (default: their own, 1000,10000,100000)")
+    ap.add_argument("--held-s", type=float, help="the held-lock scale workloads' hold, seconds (default: "
+                                                 "60; smoke: 3)")
     ap.add_argument("--load-note", default="")
     ap.add_argument("--render", action="append", metavar="JSONL",
                     help="no run: render bench/RESULTS.md from stored results (a later file's records "
@@ -506,11 +623,14 @@ def main():
     args = ap.parse_args()
     if args.render:
         return render_stored(args)
+    ks = [int(x) for x in args.held_k.split(",")] if args.held_k else None
 
     plan = SMOKE if args.smoke else FULL
     if args.workloads:
         base_plan = SMOKE if args.smoke else FULL
         plan = {w: base_plan[w] for w in args.workloads.split(",")}
+    if args.held_s:
+        plan = {w: with_hold(spec, args.held_s) if keepalive_s(spec) else spec for w, spec in plan.items()}
     clients = list(CLIENTS) if not args.only else [c for c in CLIENTS if c in args.only.split(",")]
     if args.smoke:
         clients = [c for c in clients if c not in PROFILE_ROWS]
@@ -544,16 +664,24 @@ def main():
                 for c in clients:
                     if not runs(c, wid):
                         continue
-                    rec = run_one(c, wid, spec, urls, pids, rep, run_id, env)
-                    records.append(rec)
-                    jl.write(json.dumps(rec) + "\n")
-                    jl.flush()
-                    bad = "error" in rec or rec.get("rc") not in (0, 3) or (args.smoke and rec.get("rc") != 0)
-                    status = "FAIL" if bad else ("partial" if rec.get("rc") == 3 else "ok")
-                    print(f"[rep {rep}] {wid:4} {c:18} {status:7} {rec.get('cps', 0):>10.1f}/s "
-                          f"p99 {rec.get('p99_us', 0):>8.0f} µs  {rec.get('error', '')}", flush=True)
-                    if bad:
-                        failures.append(rec)
+                    for k in held_ks(spec, ks):
+                        rec = run_one(c, wid, spec, urls, pids, rep, run_id, env, k)
+                        records.append(rec)
+                        jl.write(json.dumps(rec) + "\n")
+                        jl.flush()
+                        bad = "error" in rec or rec.get("rc") not in (0, 3) or (args.smoke and rec.get("rc") != 0)
+                        status = "FAIL" if bad else ("partial" if rec.get("rc") == 3 else "ok")
+                        if "hold_s" in rec:
+                            print(f"[rep {rep}] {wid:4} {c:18} {status:7} K {k:,}: {rec['ok']:,} held, acquired in "
+                                  f"{rec['acquire_s']:.1f} s; hold {rec['hold_s']:.0f} s: client CPU "
+                                  f"{rec['hold_cpu_pct']:.1f} %, {rec['extensions_per_lock']:.2f} extensions/lock, "
+                                  f"server {rec['server_us_per_extension'] or 0:.1f} µs/extension, lost {rec['lost']}, "
+                                  f"{rec['bytes_per_lock']:.0f} B/lock  {rec.get('error', '')}", flush=True)
+                        else:
+                            print(f"[rep {rep}] {wid:4} {c:18} {status:7} {rec.get('cps', 0):>10.1f}/s "
+                                  f"p99 {rec.get('p99_us', 0):>8.0f} µs  {rec.get('error', '')}", flush=True)
+                        if bad:
+                            failures.append(rec)
     load1 = os.getloadavg()
     stop_nodes()
 
@@ -573,7 +701,8 @@ def main():
     if failures:
         print(f"bench: {len(failures)} run(s) FAILED", file=sys.stderr)
         for r in failures:
-            print(f"  {r['client']} {r['workload']} rep {r['rep']}: rc {r.get('rc')} {r.get('error', 'incomplete')}",
+            k = f" K {r['k']:,}" if r.get("k") is not None else ""
+            print(f"  {r['client']} {r['workload']}{k} rep {r['rep']}: rc {r.get('rc')} {r.get('error', 'incomplete')}",
                   file=sys.stderr)
         return 1
     print(f"bench: {len(records)} runs, all ok")

@@ -5,11 +5,13 @@
 # rslock) and a hand-written lower
 # bound, all on the same local redis nodes in one run.
 #
-#   bench/run.sh            full run (about 20-25 minutes); writes bench/results/<stamp>.{md,jsonl}
-#                           and copies the markdown to bench/RESULTS.md
+#   bench/run.sh            full run (about 45 minutes, 20 of them the held-lock scale, e3 and e5);
+#                           writes bench/results/<stamp>.{md,jsonl} and copies the markdown to
+#                           bench/RESULTS.md
 #   bench/run.sh --smoke    one tiny run of each client and workload (exit non-zero on any failure);
 #                           part of scripts/test, built in the dev profile to reuse the test builds
-#   extra arguments go to bench/bench.py (--only CLIENTS, --workloads IDS, --reps N)
+#   extra arguments go to bench/bench.py (--only CLIENTS, --workloads IDS, --reps N, --held-k KS,
+#                           --held-s SECONDS)
 #
 # Sets up everything it needs, idempotently: peers into bench/.peers/ (ignored), ironlock's
 # release artifacts (libironlock.so, the Python wheel, the Node addon), the Rust drivers

@@ -3,6 +3,10 @@
 // node driver.mjs --client ironlock|redlock|redlock-io5|sesame|semaphore|universal
 //                 --workload a|b|c|d|e --urls U1,U2,..
 //                 [--cycles N] [--concurrency C] [--prefix P] [--time-limit SECS]
+//                 [--keepalive-s D --ttl-ms MS]
+//
+// (e) with --keepalive-s D (ironlock only): held-lock scale — N locks of ttl --ttl-ms, each kept
+// alive by the core's auto-extension (`lock.keepAlive()`) from its grant, held D seconds.
 //
 // ironlock is loaded from BENCH_IRONLOCK_NODE (a copy of node/ with the release .node); the peers
 // (redlock@5.0.0-beta.2, @sesamecare-oss/redlock, redis-semaphore's RedlockMutex,
@@ -13,12 +17,16 @@ import { createRequire } from 'node:module'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { readFileSync } from 'node:fs'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
 
 const TTL = 10_000
 const HOLD_TTL = 60_000 // the longest ttl ironlock allows by default (maxTtl)
 
 function parseArgs() {
   const a = { cycles: 1000, concurrency: 1, prefix: `bench:${process.pid}`, timeLimit: 30, holdMs: 0 }
+  a.keepaliveS = 0
+  a.ttlMs = 3000
   const argv = process.argv.slice(2)
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i], argv[i + 1]]
@@ -33,9 +41,14 @@ function parseArgs() {
     else if (k === '--hold-ms') a.holdMs = Number(v)
     else if (k === '--fair') a.fair = v === '1' // ironlock: fair (FIFO) acquisition
     else if (k === '--limit') a.limit = Number(v) // permits of a semaphore of this limit
+    else if (k === '--keepalive-s') a.keepaliveS = Number(v) // (e): hold under auto-extension
+    else if (k === '--ttl-ms') a.ttlMs = Number(v) // (e) with --keepalive-s: the locks' ttl
     else fail(`unknown argument ${k}`)
   }
   if (!a.client || !a.workload || !a.urls) fail('--client, --workload and --urls are required')
+  if (a.keepaliveS && (a.workload !== 'e' || a.client !== 'ironlock')) {
+    fail('--keepalive-s: workload e with the ironlock client only')
+  }
   return a
 }
 
@@ -70,6 +83,7 @@ async function makeClient(args) {
       release: (lock) => lock.release(),
       close: () => m.close(),
       stats: () => m.stats(),
+      manager: m,
     }
   }
   // `redlock-io5`: node-redlock on ioredis 5 (the major node-redlock's own suite pins), to
@@ -207,6 +221,186 @@ async function runContended(client, args, deadline, out) {
 
 const pct = (s, p) => (s.length ? s[Math.round((s.length - 1) * p)] : 0)
 
+const run = promisify(execFile)
+
+// user+system CPU seconds of the redis-server nodes at `urls` (INFO cpu through redis-cli, as
+// bench.py reads it), or null when a node did not answer.
+async function serverCpuS(urls) {
+  let total = 0
+  for (const u of urls) {
+    let out
+    try {
+      out = (await run('redis-cli', ['-u', u, 'INFO', 'cpu'])).stdout
+    } catch {
+      return null
+    }
+    const field = (name) => {
+      const m = out.match(new RegExp(`^${name}:([0-9.]+)`, 'm'))
+      return m ? Number(m[1]) : null
+    }
+    const [user, sys] = [field('used_cpu_user'), field('used_cpu_sys')]
+    if (user === null || sys === null) return null
+    total += user + sys
+  }
+  return total
+}
+
+// Keys matching `pattern` over the nodes (redis-cli --scan), or null when a node did not answer.
+async function keysMatching(urls, pattern) {
+  let n = 0
+  for (const u of urls) {
+    try {
+      const { stdout } = await run('redis-cli', ['-u', u, '--scan', '--pattern', pattern], { maxBuffer: 1 << 30 })
+      n += stdout.split('\n').filter((l) => l).length
+    } catch {
+      return null
+    }
+  }
+  return n
+}
+
+// (e) with --keepalive-s: held-lock scale. `cycles` locks `<prefix>:<i>` of ttl --ttl-ms are
+// acquired `concurrency` at a time, each put under the core's auto-extension (`keepAlive()`) as
+// soon as it is granted; then all are held D seconds (the hold phase: the only one whose client
+// CPU, server CPU and extensions are measured), checked (lost, validity) and released, and the
+// nodes are checked for leftover keys. Extensions are the manager's `stats().extensions`.
+async function runKeepAlive(client, args, deadline) {
+  const m = client.manager
+  const rssBefore = currentRssKb()
+  const out = { ok: 0, failed: 0, lat: [], error: undefined }
+  const held = []
+  let next = 0
+  const c0 = cpuUs()
+  const t0 = performance.now()
+  const worker = async () => {
+    for (;;) {
+      const i = next++
+      if (i >= args.cycles || performance.now() >= deadline) return
+      const t = performance.now()
+      try {
+        const lock = await m.acquire([`${args.prefix}:${i}`], args.ttlMs)
+        held.push({ lock, keeper: lock.keepAlive() })
+        out.lat.push((performance.now() - t) * 1000)
+      } catch (e) {
+        out.failed++
+        out.error ??= `${e.name}: ${e.message}`
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: args.concurrency }, worker))
+  out.ok = held.length
+  const acquireS = (performance.now() - t0) / 1000
+  const acquireCpu = cpuUs() - c0
+  const rssHeld = currentRssKb()
+
+  // The hold phase.
+  const srv0 = await serverCpuS(args.urls)
+  const st0 = m.stats()
+  const h0 = cpuUs()
+  const ht = performance.now()
+  await sleep(args.keepaliveS * 1000)
+  const h1 = cpuUs()
+  const holdS = (performance.now() - ht) / 1000
+  const st1 = m.stats()
+  const srv1 = await serverCpuS(args.urls)
+
+  // Lost: isLost(), or no longer valid, or the release no longer found it held on a quorum (more
+  // than N - Q nodes answered that the token was gone). A release that found fewer than a quorum
+  // holding it only because nodes did not answer in time (timeouts, errors) is unconfirmed, not
+  // lost: the key check below sees its keys go.
+  const bad = new Uint8Array(held.length)
+  let lostSignal = 0
+  let invalid = 0
+  held.forEach(({ lock }, i) => {
+    if (lock.isLost()) {
+      lostSignal++
+      bad[i] = 1
+    } else if (!lock.isValid()) {
+      invalid++
+      bad[i] = 1
+    }
+  })
+  let notHeld = 0
+  let unconfirmed = 0
+  let firstUnconfirmed = null
+  let r = 0
+  const tr = performance.now()
+  const releaser = async () => {
+    for (;;) {
+      const i = r++
+      if (i >= held.length) return
+      let against = 0
+      let why
+      try {
+        const res = await held[i].lock.release()
+        if (res.held) continue
+        against = res.report.filter((v) => v.vote === 'against').length
+        why = res.report.map((v) => `${v.url}=${v.vote}${v.error ? ` (${v.error})` : ''}`).join('; ')
+      } catch (e) {
+        why = `${e.name}: ${e.message}` // recorded: the key check decides
+      }
+      if (against > args.urls.length - m.quorum) {
+        notHeld++
+        bad[i] = 1
+      } else {
+        unconfirmed++
+        firstUnconfirmed ??= why
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: args.concurrency }, releaser))
+  const releaseS = (performance.now() - tr) / 1000
+  const lost = bad.reduce((a, b) => a + b, 0)
+
+  // Nothing left on the nodes: a release returns at a quorum, the other deletes finish within
+  // node_timeout; look again for up to 3 s.
+  let keysLeft = null
+  for (let k = 0; k < 30; k++) {
+    keysLeft = await keysMatching(args.urls, `${args.prefix}:*`)
+    if (keysLeft === 0) break
+    await sleep(100)
+  }
+
+  const extensions = st1.extensions - st0.extensions
+  const serverS = srv0 !== null && srv1 !== null ? srv1 - srv0 : null
+  const round = (x, d) => Number(x.toFixed(d))
+  const extra = {
+    acquire_s: round(acquireS, 3),
+    hold_s: round(holdS, 3),
+    ttl_ms: args.ttlMs,
+    hold_cpu_pct: round(((h1 - h0) / 1e6 / holdS) * 100, 2),
+    extensions,
+    extension_failures: st1.extension_failures - st0.extension_failures,
+    extensions_per_lock: round(extensions / Math.max(out.ok, 1), 3),
+    server_cpu_hold_us: serverS === null ? null : round(serverS * 1e6, 3),
+    server_us_per_extension: serverS === null || !extensions ? null : round((serverS * 1e6) / extensions, 3),
+    lost,
+    lost_signal: lostSignal,
+    invalid_at_end: invalid,
+    not_held_at_release: notHeld,
+    release_unconfirmed: unconfirmed,
+    lost_before_hold: st0.lost,
+    lost_stat: st1.lost,
+    rss_before_kb: rssBefore,
+    rss_held_kb: rssHeld,
+    bytes_per_lock: round(((rssHeld - rssBefore) * 1024) / Math.max(out.ok, 1), 1),
+    release_s: round(releaseS, 3),
+    keys_left: keysLeft,
+  }
+  const failure = []
+  if (lost) {
+    failure.push(
+      `${lost} of ${out.ok} locks lost (lost signal ${lostSignal}, invalid at the end ${invalid}, not held at release ${notHeld})`,
+    )
+  }
+  if (keysLeft === null) failure.push('could not count the keys left on the nodes')
+  else if (keysLeft) {
+    const e = firstUnconfirmed ? ` (${unconfirmed} releases unconfirmed, e.g. ${firstUnconfirmed})` : ''
+    failure.push(`${keysLeft} keys left on the nodes after the release${e}`)
+  }
+  return { out, acquireS, acquireCpu, extra, failure: failure.join('; ') || null }
+}
+
 async function main() {
   const args = parseArgs()
   const client = await makeClient(args)
@@ -221,6 +415,28 @@ async function main() {
     warm,
   )
   if (warm.ok === 0) fail(`warm-up failed: ${warm.error}`)
+  if (args.keepaliveS) {
+    const r = await runKeepAlive(client, args, performance.now() + args.timeLimit * 1000)
+    r.out.lat.sort((x, y) => x - y)
+    const line = {
+      ok: r.out.ok,
+      failed: r.out.failed,
+      target: args.cycles,
+      complete: r.out.ok >= args.cycles,
+      seconds: r.acquireS,
+      cps: r.out.ok / r.acquireS,
+      p50_us: pct(r.out.lat, 0.5),
+      p99_us: pct(r.out.lat, 0.99),
+      cpu_us_per_cycle: r.out.ok ? r.acquireCpu / r.out.ok : 0,
+      ...r.extra,
+    }
+    const acquireError = r.out.error ? `; first failed acquire: ${r.out.error}` : ''
+    const error = r.failure ? r.failure + acquireError : r.out.error
+    if (error) line.error = error
+    process.stdout.write(`${JSON.stringify(line)}\n`)
+    await client.close()
+    process.exit(r.failure ? 4 : line.complete ? 0 : 3)
+  }
   const base = currentRssKb()
   const out = newOut()
   const deadline = performance.now() + args.timeLimit * 1000

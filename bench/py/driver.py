@@ -2,13 +2,16 @@
 
 python driver.py --client CLIENT --workload a|b|c|d|e --urls U1,U2,.. [--cycles N]
                  [--concurrency C] [--prefix P] [--time-limit SECS]
+                 [--keepalive-s D --ttl-ms MS]
 
 Clients: ironlock-sync, ironlock-async (the ironlock package), pottery-sync (pottery.Redlock),
 pottery-aio (pottery.AIORedlock), aioredlock (aioredlock.Aioredlock), redis-py-sync and
 redis-py-async (redis-py's own single-node Lock: one URL only).
 Workloads (a)/(b): acquire+release cycles on distinct keys, C in flight. (c): C workers on one key,
 library retry off, the driver retries after a uniform 0-2 ms. (d): the same with the library's
-default retries (an exhausted acquire is called again). (e): hold N locks at once, peak RSS.
+default retries (an exhausted acquire is called again). (e): hold N locks at once, peak RSS;
+with --keepalive-s D (ironlock-sync only): held-lock scale, N locks of ttl --ttl-ms, each kept
+alive by the core's auto-extension (``lock.keep_alive()``) from its grant, held D seconds.
 """
 
 import argparse
@@ -17,6 +20,7 @@ import json
 import os
 import random
 import resource
+import subprocess
 import sys
 import threading
 import time
@@ -330,6 +334,196 @@ async def async_worker(client, args, out, keys, deadline, contended, done, targe
                 await asyncio.sleep(rng.uniform(0, 0.002))
 
 
+def server_cpu_s(urls):
+    """user+system CPU seconds of the redis-server nodes at `urls` (INFO cpu through redis-cli, as
+    bench.py reads it), or None when a node did not answer."""
+    total = 0.0
+    for u in urls:
+        try:
+            out = subprocess.run(["redis-cli", "-u", u, "INFO", "cpu"], capture_output=True, text=True,
+                                 timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        vals = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        if "used_cpu_sys" not in vals or "used_cpu_user" not in vals:
+            return None
+        total += float(vals["used_cpu_user"]) + float(vals["used_cpu_sys"])
+    return total
+
+
+def keys_matching(urls, pattern):
+    """Keys matching `pattern` over the nodes (redis-cli --scan), or None when a node did not answer."""
+    n = 0
+    for u in urls:
+        try:
+            p = subprocess.run(["redis-cli", "-u", u, "--scan", "--pattern", pattern], capture_output=True,
+                               text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if p.returncode != 0:
+            return None
+        n += sum(1 for line in p.stdout.splitlines() if line)
+    return n
+
+
+def run_keepalive(client, args, urls, deadline):
+    """(e) with --keepalive-s: held-lock scale through the sync API. `cycles` locks
+    `<prefix>:<i>` of ttl --ttl-ms are acquired by `concurrency` threads, each put under the
+    core's auto-extension (``lock.keep_alive()``) as soon as it is granted; then all are held
+    D seconds (the hold phase: the only one whose client CPU, server CPU and extensions are
+    measured), checked (lost flag, validity) and released, and the nodes are checked for leftover
+    keys. Extensions are the manager's ``stats()["extensions"]``. Returns (Outcome, acquisition
+    seconds, acquisition CPU µs, extra fields, failure or None)."""
+    m = client.m
+    ttl = args.ttl_ms / 1000
+    rss_before = current_rss_kb()
+    out = Outcome()
+    held = [None] * args.cycles
+    nxt = [0]
+    take = threading.Lock()
+
+    def worker():
+        lat, failed, error = [], 0, None
+        while time.monotonic() < deadline:
+            with take:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= args.cycles:
+                break
+            t0 = time.perf_counter()
+            try:
+                lock = m.acquire(f"{args.prefix}:{i}", ttl)
+            except Exception as e:  # noqa: BLE001 - recorded and reported
+                failed += 1
+                error = error or f"{type(e).__name__}: {e}"
+                continue
+            held[i] = (lock, lock.keep_alive())
+            lat.append((time.perf_counter() - t0) * 1e6)
+        with out.lock:
+            out.lat_us.extend(lat)
+            out.failed += failed
+            out.error = out.error or error
+
+    cpu_a, t_a = cpu_us(), time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    held = [h for h in held if h is not None]
+    out.ok = len(held)
+    acquire_s, acquire_cpu = time.perf_counter() - t_a, cpu_us() - cpu_a
+    rss_held = current_rss_kb()
+
+    # The hold phase.
+    srv0 = server_cpu_s(urls)
+    st0 = m.stats()
+    cpu0, t0 = cpu_us(), time.perf_counter()
+    time.sleep(args.keepalive_s)
+    cpu1, hold_s = cpu_us(), time.perf_counter() - t0
+    st1 = m.stats()
+    srv1 = server_cpu_s(urls)
+
+    # Lost: the lost flag is set, or the lock is no longer valid, or the release no longer found
+    # it held on a quorum (more than N - Q nodes answered that the token was gone). A release that
+    # found fewer than a quorum holding it only because nodes did not answer in time (timeouts,
+    # errors) is unconfirmed, not lost: the key check below sees its keys go.
+    bad = [False] * len(held)
+    lost_signal = invalid = 0
+    for i, (lock, _) in enumerate(held):
+        if lock.lost.is_set():
+            lost_signal += 1
+            bad[i] = True
+        elif not lock.valid:
+            invalid += 1
+            bad[i] = True
+    not_held, unconfirmed, first_unconfirmed = [0], [0], []
+    n_nodes, quorum = len(urls), m.quorum
+    nxt[0] = 0
+    t_r = time.perf_counter()
+
+    def releaser():
+        while True:
+            with take:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= len(held):
+                return
+            lock = held[i][0]
+            try:
+                if lock.release():
+                    continue
+                against = sum(1 for r in lock.report if r.vote == "against")
+                why = "; ".join(f"{r.url}={r.vote}" + (f" ({r.error})" if r.error else "") for r in lock.report)
+            except Exception as e:  # noqa: BLE001 - recorded: the key check decides
+                against, why = 0, f"{type(e).__name__}: {e}"
+            with take:
+                if against > n_nodes - quorum:
+                    not_held[0] += 1
+                    bad[i] = True
+                else:
+                    unconfirmed[0] += 1
+                    if not first_unconfirmed:
+                        first_unconfirmed.append(why)
+
+    threads = [threading.Thread(target=releaser) for _ in range(args.concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    release_s = time.perf_counter() - t_r
+    lost = sum(bad)
+    for _, keeper in held:
+        keeper.stop()
+
+    # Nothing left on the nodes: a release returns at a quorum, the other deletes finish within
+    # node_timeout; look again for up to 3 s.
+    keys_left = None
+    for _ in range(30):
+        keys_left = keys_matching(urls, f"{args.prefix}:*")
+        if keys_left == 0:
+            break
+        time.sleep(0.1)
+
+    extensions = st1["extensions"] - st0["extensions"]
+    server_s = srv1 - srv0 if srv0 is not None and srv1 is not None else None
+    extra = {
+        "acquire_s": round(acquire_s, 3),
+        "hold_s": round(hold_s, 3),
+        "ttl_ms": args.ttl_ms,
+        "hold_cpu_pct": round((cpu1 - cpu0) / 1e6 / hold_s * 100, 2),
+        "extensions": extensions,
+        "extension_failures": st1["extension_failures"] - st0["extension_failures"],
+        "extensions_per_lock": round(extensions / max(out.ok, 1), 3),
+        "server_cpu_hold_us": round(server_s * 1e6, 3) if server_s is not None else None,
+        "server_us_per_extension": (round(server_s * 1e6 / extensions, 3)
+                                    if server_s is not None and extensions else None),
+        "lost": lost,
+        "lost_signal": lost_signal,
+        "invalid_at_end": invalid,
+        "not_held_at_release": not_held[0],
+        "release_unconfirmed": unconfirmed[0],
+        "lost_before_hold": st0["lost"],
+        "lost_stat": st1["lost"],
+        "rss_before_kb": rss_before,
+        "rss_held_kb": rss_held,
+        "bytes_per_lock": round((rss_held - rss_before) * 1024 / max(out.ok, 1), 1),
+        "release_s": round(release_s, 3),
+        "keys_left": keys_left,
+    }
+    failure = []
+    if lost:
+        failure.append(f"{lost} of {out.ok} locks lost (lost signal {lost_signal}, invalid at the end {invalid}, "
+                       f"not held at release {not_held[0]})")
+    if keys_left is None:
+        failure.append("could not count the keys left on the nodes")
+    elif keys_left:
+        failure.append(f"{keys_left} keys left on the nodes after the release"
+                       + (f" ({unconfirmed[0]} releases unconfirmed, e.g. {first_unconfirmed[0]})"
+                          if first_unconfirmed else ""))
+    return out, acquire_s, acquire_cpu, extra, "; ".join(failure) or None
+
+
 def key_iter(prefix, n):
     return iter([f"{prefix}:{i}" for i in range(n)])
 
@@ -418,7 +612,12 @@ def main():
     p.add_argument("--prefix", default=f"bench:{os.getpid()}")
     p.add_argument("--time-limit", type=float, default=30.0)
     p.add_argument("--hold-ms", type=float, default=0.0, help="(c)/(d): hold each grant this long")
+    p.add_argument("--keepalive-s", type=float, default=0.0,
+                   help="(e), ironlock-sync: hold every lock this long under auto-extension")
+    p.add_argument("--ttl-ms", type=int, default=3000, help="(e) with --keepalive-s: the locks' ttl")
     args = p.parse_args()
+    if args.keepalive_s and (args.workload != "e" or args.client != "ironlock-sync"):
+        raise SystemExit("--keepalive-s: workload e with the ironlock-sync client only")
     args.ttl = HOLD_TTL if args.workload == "e" else TTL
     urls = args.urls.split(",")
     warm_n = max(50, args.concurrency * 4)
@@ -430,6 +629,13 @@ def main():
         if warm.ok == 0:
             print(f"warm-up failed: {warm.error}", file=sys.stderr)
             return 1
+        if args.keepalive_s:
+            deadline = time.monotonic() + args.time_limit
+            out, secs, cpu, extra, failure = run_keepalive(client, args, urls, deadline)
+            if failure:
+                out.error = failure + (f"; first failed acquire: {out.error}" if out.error else "")
+            rc = report(args, out, secs, cpu, extra)
+            return 4 if failure else rc
         base = current_rss_kb()
         deadline = time.monotonic() + args.time_limit
         c0, t0 = cpu_us(), time.perf_counter()

@@ -2,6 +2,8 @@
 //! --urls U1,U2,.. [--cycles N] [--concurrency C] [--prefix P] [--time-limit SECS]`.
 //! (f), ironlock only: election failover — a leader stops (no resign) and the time until the
 //! next candidate leads is measured, `--cycles` times.
+//! (e) with `--keepalive-s D`, ironlock only: held-lock scale — `--cycles` locks of ttl
+//! `--ttl-ms`, each auto-extended from its grant, held D seconds, then released.
 //!
 //! Prints one JSON line (the protocol every driver in bench/ shares, see bench/README.md).
 //! `lower` is the hand-written lower bound: `SET NX PX` to all N nodes in parallel over one
@@ -41,8 +43,10 @@ struct Args {
     /// ironlock only, (f): the standby polls with a try-once acquire every this many ms instead
     /// of waiting in the election's line (`--poll-ms MS`; 0 = wait in line).
     poll: Duration,
-    /// (f): the election's ttl (`--ttl-ms MS`).
+    /// (f): the election's ttl; (e) with `--keepalive-s`: the held locks' ttl (`--ttl-ms MS`).
     election_ttl: Duration,
+    /// (e), ironlock only: hold every lock this long with auto-extension (`--keepalive-s D`).
+    keepalive: Option<Duration>,
 }
 
 fn parse_args() -> Args {
@@ -61,6 +65,7 @@ fn parse_args() -> Args {
         rw: false,
         poll: Duration::ZERO,
         election_ttl: Duration::from_millis(1000),
+        keepalive: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -92,6 +97,11 @@ fn parse_args() -> Args {
             "--ttl-ms" => {
                 a.election_ttl =
                     Duration::from_millis(v.parse().unwrap_or_else(|_| fail("--ttl-ms")))
+            }
+            "--keepalive-s" => {
+                a.keepalive = Some(Duration::from_secs_f64(
+                    v.parse::<f64>().unwrap_or_else(|_| fail("--keepalive-s")),
+                ))
             }
             _ => fail(&format!("unknown argument {k}")),
         }
@@ -570,6 +580,261 @@ async fn run_hold(client: Arc<Client>, args: &Args, deadline: Instant) -> (Outco
     (out, base, peak)
 }
 
+/// What (e) with `--keepalive-s` measured beyond the common fields: the acquisition's wall time
+/// and CPU (the common `seconds` and `cpu_us_per_cycle`), the JSON fields of the hold phase, and
+/// why the run failed (locks lost, keys left on the nodes), if it did.
+struct KeepAliveReport {
+    acquire_secs: f64,
+    acquire_cpu_us: f64,
+    fields: String,
+    failure: Option<String>,
+}
+
+/// user+system CPU seconds of the redis-server nodes at `urls` (`INFO cpu`, through redis-cli as
+/// bench.py reads it), or None when a node did not answer.
+fn server_cpu_s(urls: &[String]) -> Option<f64> {
+    let mut total = 0.0;
+    for u in urls {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-u", u, "INFO", "cpu"])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        };
+        total += field("used_cpu_user")? + field("used_cpu_sys")?;
+    }
+    Some(total)
+}
+
+/// Keys matching `pattern` over the nodes at `urls` (`redis-cli --scan`), or None when a node
+/// did not answer.
+fn keys_matching(urls: &[String], pattern: &str) -> Option<usize> {
+    let mut n = 0;
+    for u in urls {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-u", u, "--scan", "--pattern", pattern])
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        n += String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .count();
+    }
+    Some(n)
+}
+
+/// Runs a blocking probe (redis-cli) off the runtime's worker threads.
+async fn probe<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("probe task")
+}
+
+/// (e) with `--keepalive-s D`: held-lock scale. `cycles` locks `<prefix>:<i>` of ttl `--ttl-ms`
+/// are acquired `concurrency` at a time, each put under auto-extension (`keep_alive`) as soon
+/// as it is granted; then all are held D seconds (the hold phase, the only one whose client
+/// CPU, server CPU and extensions are measured), checked (lost signal, validity) and released,
+/// and the nodes are checked for leftover keys. Only the public API: extensions are the
+/// manager's `stats().extensions`.
+async fn run_keepalive(
+    client: Arc<Client>,
+    args: &Args,
+    deadline: Instant,
+    hold: Duration,
+) -> (Outcome, KeepAliveReport) {
+    let Client::Iron(m, ..) = &*client else {
+        fail("--keepalive-s is ironlock's only")
+    };
+    let ttl = args.election_ttl;
+    let rss_before = current_rss_kb();
+    let cpu_a = cpu_us();
+    let t_a = Instant::now();
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..args.concurrency {
+        let (m, next, prefix, total) = (
+            m.clone(),
+            Arc::clone(&next),
+            args.prefix.clone(),
+            args.cycles,
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut held = Vec::new();
+            let mut out = Outcome::default();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total || Instant::now() >= deadline {
+                    break;
+                }
+                let name = format!("{prefix}:{i}");
+                let t0 = Instant::now();
+                match m.acquire(&[name.as_str()], ttl).await {
+                    Ok(lock) => {
+                        let keeper = lock.keep_alive();
+                        out.lat_us.push(t0.elapsed().as_micros() as u32);
+                        held.push((lock, keeper));
+                    }
+                    Err(e) => {
+                        out.failed += 1;
+                        out.first_error.get_or_insert(e.to_string());
+                    }
+                }
+            }
+            (held, out)
+        }));
+    }
+    let mut held = Vec::with_capacity(args.cycles);
+    let mut out = Outcome::default();
+    for t in tasks {
+        let (h, o) = t.await.expect("bench task panicked");
+        held.extend(h);
+        out.failed += o.failed;
+        out.lat_us.extend(o.lat_us);
+        if out.first_error.is_none() {
+            out.first_error = o.first_error;
+        }
+    }
+    out.ok = held.len();
+    let acquire_secs = t_a.elapsed().as_secs_f64();
+    let acquire_cpu_us = cpu_us() - cpu_a;
+    let rss_held = current_rss_kb();
+
+    // The hold phase.
+    let urls = args.urls.clone();
+    let srv0 = probe(move || server_cpu_s(&urls)).await;
+    let st0 = m.stats();
+    let cpu0 = cpu_us();
+    let t0 = Instant::now();
+    tokio::time::sleep(hold).await;
+    let cpu1 = cpu_us();
+    let hold_secs = t0.elapsed().as_secs_f64();
+    let st1 = m.stats();
+    let urls = args.urls.clone();
+    let srv1 = probe(move || server_cpu_s(&urls)).await;
+
+    // Lost: the lost signal fired, or the lock is no longer valid, or the release no longer
+    // found it held on a quorum (more than N - Q nodes answered that the token was gone). A
+    // release that found fewer than a quorum holding it only because nodes did not answer in
+    // time (timeouts, errors) is unconfirmed, not lost: the key check below sees its keys go.
+    let mut bad = vec![0u8; held.len()];
+    let (mut lost_signal, mut invalid) = (0, 0);
+    for (i, (lock, _)) in held.iter().enumerate() {
+        if lock.is_lost() {
+            lost_signal += 1;
+            bad[i] = 1;
+        } else if !lock.is_valid() {
+            invalid += 1;
+            bad[i] = 1;
+        }
+    }
+    let t_r = Instant::now();
+    let (mut not_held, mut unconfirmed) = (0, 0);
+    let (mut first_not_held, mut first_unconfirmed) = (None, None);
+    let mut rel: FuturesUnordered<_> = FuturesUnordered::new();
+    let mut results = Vec::with_capacity(held.len());
+    for (i, (lock, _)) in held.iter().enumerate() {
+        rel.push(async move {
+            let r = lock.release().await;
+            let n = r.report.nodes.len();
+            let against = r
+                .report
+                .nodes
+                .iter()
+                .filter(|v| v.vote == ironlock::Vote::Against)
+                .count();
+            let gone = !r.held && against > n - lock.quorum();
+            (i, r.held, gone, (!r.held).then(|| r.report.to_string()))
+        });
+        if rel.len() >= args.concurrency {
+            results.extend(rel.next().await);
+        }
+    }
+    while let Some(r) = rel.next().await {
+        results.push(r);
+    }
+    drop(rel);
+    for (i, was_held, gone, report) in results {
+        if gone {
+            not_held += 1;
+            bad[i] = 1;
+            first_not_held = first_not_held.or(report);
+        } else if !was_held {
+            unconfirmed += 1;
+            first_unconfirmed = first_unconfirmed.or(report);
+        }
+    }
+    let release_secs = t_r.elapsed().as_secs_f64();
+    drop(held);
+    let lost = bad.iter().filter(|&&b| b == 1).count();
+
+    // Nothing left on the nodes: a release returns at a quorum, the other deletes finish within
+    // node_timeout; look again for up to 3 s.
+    let pattern = format!("{}:*", args.prefix);
+    let mut keys_left = None;
+    for _ in 0..30 {
+        let (urls, pattern) = (args.urls.clone(), pattern.clone());
+        keys_left = probe(move || keys_matching(&urls, &pattern)).await;
+        if keys_left == Some(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let extensions = st1.extensions - st0.extensions;
+    let hold_cpu_pct = (cpu1 - cpu0) / 1e6 / hold_secs * 100.0;
+    let server_s = match (srv0, srv1) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    let json_opt = |v: Option<f64>| v.map_or("null".to_owned(), |x| format!("{x:.3}"));
+    let fields = format!(
+        ",\"acquire_s\":{acquire_secs:.3},\"hold_s\":{hold_secs:.3},\"ttl_ms\":{},\"hold_cpu_pct\":{hold_cpu_pct:.2},\"extensions\":{extensions},\"extension_failures\":{},\"extensions_per_lock\":{:.3},\"server_cpu_hold_us\":{},\"server_us_per_extension\":{},\"lost\":{lost},\"lost_signal\":{lost_signal},\"invalid_at_end\":{invalid},\"not_held_at_release\":{not_held},\"release_unconfirmed\":{unconfirmed},\"lost_before_hold\":{},\"lost_stat\":{},\"rss_before_kb\":{rss_before},\"rss_held_kb\":{rss_held},\"bytes_per_lock\":{:.1},\"release_s\":{release_secs:.3},\"keys_left\":{}",
+        ttl.as_millis(),
+        st1.extension_failures - st0.extension_failures,
+        extensions as f64 / out.ok.max(1) as f64,
+        json_opt(server_s.map(|s| s * 1e6)),
+        json_opt(
+            server_s
+                .filter(|_| extensions > 0)
+                .map(|s| s * 1e6 / extensions as f64)
+        ),
+        st0.lost,
+        st1.lost,
+        (rss_held as f64 - rss_before as f64) * 1024.0 / out.ok.max(1) as f64,
+        keys_left.map_or("null".to_owned(), |k| k.to_string()),
+    );
+    let mut failure = Vec::new();
+    if lost > 0 {
+        failure.push(format!(
+            "{lost} of {} locks lost (lost signal {lost_signal}, invalid at the end {invalid}, not held at release {not_held}{})",
+            out.ok,
+            first_not_held.map_or(String::new(), |r| format!("; a release not held: {r}"))
+        ));
+    }
+    match keys_left {
+        Some(0) => {}
+        Some(k) => failure.push(format!(
+            "{k} keys left on the nodes after the release{}",
+            first_unconfirmed.map_or(String::new(), |r| format!(
+                " ({unconfirmed} releases unconfirmed, e.g. {r})"
+            ))
+        )),
+        None => failure.push("could not count the keys left on the nodes".to_owned()),
+    }
+    let report = KeepAliveReport {
+        acquire_secs,
+        acquire_cpu_us,
+        fields,
+        failure: (!failure.is_empty()).then(|| failure.join("; ")),
+    };
+    (out, report)
+}
+
 /// (f): `cycles` failovers of the election `<prefix>:election`. Each time a leader is granted, a
 /// standby starts waiting (in the election's line, or polling with a try-once acquire every
 /// `--poll-ms`), and the leader then stops without resigning, as a killed process would: its
@@ -689,9 +954,16 @@ fn main() {
         let cpu0 = cpu_us();
         let t0 = Instant::now();
         let mut failover = None;
+        let mut keepalive = None;
         let (mut out, rss) = match args.workload.as_str() {
             "a" | "b" => (run_cycles(Arc::clone(&client), &args, deadline, &args.prefix, args.cycles).await, None),
             "c" | "d" => (run_contended(Arc::clone(&client), &args, deadline).await, None),
+            "e" if args.keepalive.is_some() => {
+                let hold = args.keepalive.unwrap_or_default();
+                let (o, r) = run_keepalive(Arc::clone(&client), &args, deadline, hold).await;
+                keepalive = Some(r);
+                (o, None)
+            }
             "e" => {
                 let (o, base, peak) = run_hold(Arc::clone(&client), &args, deadline).await;
                 (o, Some((base, peak)))
@@ -704,8 +976,11 @@ fn main() {
             }
             w => fail(&format!("unknown workload {w}")),
         };
-        let secs = t0.elapsed().as_secs_f64();
-        let cpu = cpu_us() - cpu0;
+        // (e) with --keepalive-s: the common fields describe the acquisition of the locks.
+        let (secs, cpu) = match &keepalive {
+            Some(r) => (r.acquire_secs, r.acquire_cpu_us),
+            None => (t0.elapsed().as_secs_f64(), cpu_us() - cpu0),
+        };
         out.lat_us.sort_unstable();
         let target = args.cycles;
         let complete = out.ok >= target;
@@ -723,6 +998,15 @@ fn main() {
         );
         if let Some((base, peak)) = rss {
             line.push_str(&format!(",\"rss_base_kb\":{base},\"rss_peak_kb\":{peak}"));
+        }
+        if let Some(r) = &keepalive {
+            line.push_str(&r.fields);
+            if let Some(f) = &r.failure {
+                out.first_error = Some(match out.first_error.take() {
+                    Some(e) => format!("{f}; first failed acquire: {e}"),
+                    None => f.clone(),
+                });
+            }
         }
         if let Some(overhead) = &failover {
             line.push_str(&format!(
@@ -754,6 +1038,13 @@ fn main() {
         }
         line.push('}');
         println!("{line}");
-        std::process::exit(if complete { 0 } else { 3 });
+        let failed_check = keepalive.as_ref().is_some_and(|r| r.failure.is_some());
+        std::process::exit(if failed_check {
+            4
+        } else if complete {
+            0
+        } else {
+            3
+        });
     });
 }
