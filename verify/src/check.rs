@@ -273,9 +273,15 @@ pub struct Outcome {
     pub failure: Option<(&'static str, Vec<String>)>,
     /// Situations reached, each with the length of the first path found to it.
     pub reached: Vec<(&'static str, usize)>,
+    /// Stopped by the budget before the state space was exhausted (no counterexample found).
+    pub cut: bool,
 }
 
-/// Checks `p` exhaustively (stops at the first counterexample).
+/// The longest one configuration may run (`--budget`): a run cut there explored part of its
+/// state space only.
+pub static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+/// Checks `p` exhaustively (stops at the first counterexample, or at the [`BUDGET`]).
 pub fn run(p: Params, threads: usize) -> Outcome {
     let model = Redlock::new(p);
     let names: Vec<(&'static str, Expectation)> = model
@@ -289,6 +295,10 @@ pub fn run(p: Params, threads: usize) -> Outcome {
         .checker()
         .threads(threads)
         .finish_when(HasDiscoveries::AnyFailures);
+    let checker = match BUDGET.get() {
+        Some(b) => checker.timeout(*b),
+        None => checker,
+    };
     if std::env::var_os("VERIFY_BFS").is_some() {
         outcome(&model, checker.spawn_bfs().join(), &names, started)
     } else {
@@ -326,15 +336,22 @@ fn outcome(
             (_, None) => {}
         }
     }
+    // A run cut by the budget proves nothing about what it did not reach.
+    let took = started.elapsed();
+    let cut = broken.is_none() && BUDGET.get().is_some_and(|b| took >= *b);
+    if cut {
+        unreached = None;
+    }
     // A counterexample comes first: the run stopped at it, before it could reach the rest.
     let failure = broken.or(unreached);
     Outcome {
         config: model.p.name,
         states: checker.state_count(),
         unique: checker.unique_state_count(),
-        took: started.elapsed(),
+        took,
         failure,
         reached,
+        cut,
     }
 }
 

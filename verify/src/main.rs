@@ -15,6 +15,15 @@ fn main() {
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1))
         .map(String::as_str);
+    if let Some(b) = args
+        .iter()
+        .position(|a| a == "--budget")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|b| b.parse::<f64>().ok())
+        .filter(|b| *b > 0.0)
+    {
+        let _ = check::BUDGET.set(std::time::Duration::from_secs_f64(b));
+    }
     let threads: usize = std::env::var("VERIFY_THREADS")
         .ok()
         .and_then(|t| t.parse().ok())
@@ -40,6 +49,7 @@ fn main() {
         total_states += o.states;
         total_secs += o.took.as_secs_f64();
         let verdict = match &o.failure {
+            None if o.cut => "no counterexample within the budget (not exhaustive)".to_owned(),
             None => "pass".to_owned(),
             Some((prop, path)) if path.is_empty() => {
                 bad += 1;
