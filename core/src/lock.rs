@@ -584,7 +584,7 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
         lock.mark_lost();
         return Err(lock.lost_error("its validity ran out before the extension"));
     }
-    let ttl_ms = ttl.as_millis().to_string();
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
     // Re-seating (SPEC §12): a node whose data epoch moved on since it last held our keys
     // restarted and may have lost them; only such a node is asked to write them back.
     let seated = lock.state().seated.clone();
@@ -603,16 +603,16 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     // the other kinds send their own script.
     let batched = matches!(inner.kind, Kind::Lock | Kind::Write);
     let cmds = (!batched).then(|| {
+        let ttl = ttl_ms.to_string();
         let cmd = |reseat| {
             Arc::new(
                 inner
                     .kind
-                    .extend_cmd(&inner.keys, &inner.token, &ttl_ms, reseat),
+                    .extend_cmd(&inner.keys, &inner.token, &ttl, reseat),
             )
         };
         (cmd(false), restarted.contains(&true).then(|| cmd(true)))
     });
-    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
     let before = lock.deadline();
     let t1 = Instant::now();
     let round = quorum::run(&cluster.nodes, Tally::Eligible, inner.quorum, t1, |node| {
@@ -763,10 +763,7 @@ async fn extend_while_held(lock: &Lock) {
         let ttl = lock.ttl();
         let threshold = config.extension_threshold.unwrap_or(ttl / 3).min(ttl / 2);
         let deadline = lock.deadline();
-        let at = on_grid(
-            deadline.checked_sub(threshold).unwrap_or(deadline),
-            threshold,
-        );
+        let at = deadline.checked_sub(threshold).unwrap_or(deadline);
         tokio::select! {
             _ = tokio::time::sleep_until(at.into()) => {}
             changed = rx.changed() => {
@@ -803,45 +800,10 @@ async fn extend_while_held(lock: &Lock) {
     }
 }
 
-/// When an auto-extension due at `at` is made: at the last point of a process-wide grid at or
-/// before `at`, a tenth of the `threshold` apart (1 to 50 ms). Locks acquired close together
-/// fall due at the same instants, so their extensions go to each node in one batch
-/// (`node::coalesce`); each is made at most one step early, which only shortens its period.
-fn on_grid(at: Instant, threshold: Duration) -> Instant {
-    static ORIGIN: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
-    let step = (threshold / 10).clamp(Duration::from_millis(1), Duration::from_millis(50));
-    let Some(since) = at.checked_duration_since(*ORIGIN) else {
-        return at;
-    };
-    // Below one step (at most 50 ms), so it fits.
-    let back = (since.as_nanos() % step.as_nanos()) as u64;
-    at.checked_sub(Duration::from_nanos(back)).unwrap_or(at)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::NodeReport;
-
-    #[test]
-    fn auto_extensions_fall_due_on_a_grid_never_late() {
-        let s = Duration::from_secs;
-        let ms = Duration::from_millis;
-        let start = Instant::now();
-        let mut due = std::collections::BTreeSet::new();
-        for i in 0..1_000u64 {
-            let at = start + s(1) + Duration::from_micros(i * 97);
-            let g = on_grid(at, s(1));
-            assert!(g <= at && at - g < ms(50), "at most one step early");
-            due.insert(g);
-        }
-        // 97 ms of due times on a 50 ms grid: three instants.
-        assert!(due.len() <= 3, "{}", due.len());
-        // A short threshold has a fine grid; a long one is capped at 50 ms.
-        let at = start + s(2);
-        assert!(at - on_grid(at, ms(20)) < ms(2));
-        assert!(at - on_grid(at, s(100)) < ms(50));
-    }
 
     #[test]
     fn a_permit_needs_the_semaphores_quorum_and_the_rest_a_majority() {

@@ -4,8 +4,9 @@
 //! `EVALSHA` per lock per extension: one request to build, queue, write, parse and answer each,
 //! on the client and on the server. Here a lock's extension request is added to the node's open
 //! batch instead; the batch is sent once everything runnable has run (the first request of a
-//! batch schedules its sending behind the tasks already woken: a tick's worth of extensions,
-//! which the auto-extension timers line up), as one [`EXTEND_BATCH`] call per [`CHUNK`] locks.
+//! batch schedules its sending behind the tasks already woken: the locks whose auto-extension
+//! timers fell due at the same tick), as one [`EXTEND_BATCH`] call per [`CHUNK`] locks, a full
+//! chunk at once.
 //! Each lock still gets its own reply, and its round counts it as it counts any other vote.
 //!
 //! Order on the connection is kept: any other request to the node sends the open batch first
@@ -37,14 +38,19 @@ pub(crate) struct Extensions {
     batch: Mutex<Batch>,
 }
 
+/// One lock's extension in a batch: its keys and token (shared with the lock, not copied), ttl
+/// and re-seat flag, and where its reply goes.
+struct Entry {
+    keys: Arc<[String]>,
+    token: Arc<str>,
+    ttl_ms: u64,
+    reseat: bool,
+    reply: oneshot::Sender<Reply>,
+}
+
 #[derive(Default)]
 struct Batch {
-    /// Every lock's keys, one lock after the other.
-    keys: Vec<String>,
-    /// Per lock: its number of keys, token, ttl_ms, reseat flag.
-    args: Vec<String>,
-    /// Per lock: its number of keys and where its reply goes.
-    waiters: Vec<(usize, oneshot::Sender<Result<i64, Failure>>)>,
+    entries: Vec<Entry>,
 }
 
 type Reply = Result<i64, Failure>;
@@ -57,39 +63,41 @@ impl Node {
     /// [`EXTEND`]: crate::scripts::EXTEND
     pub(crate) async fn extend(
         self: &Arc<Self>,
-        keys: &[String],
-        token: &str,
+        keys: &Arc<[String]>,
+        token: &Arc<str>,
         ttl_ms: u64,
         reseat: bool,
     ) -> Reply {
-        let flag = if reseat { "1" } else { "0" };
         if self.cluster.is_some() {
-            let ttl = ttl_ms.to_string();
+            let (ttl, flag) = (ttl_ms.to_string(), if reseat { "1" } else { "0" });
             let cmd = scripts::evalsha(&scripts::EXTEND, keys, &[token, &ttl, flag]);
             return self.query::<i64>(&cmd).await;
         }
         let (tx, rx) = oneshot::channel();
-        let first = {
+        let (first, full) = {
             let mut b = self
                 .extensions
                 .batch
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            b.keys.extend(keys.iter().cloned());
-            b.args.extend([
-                keys.len().to_string(),
-                token.to_owned(),
-                ttl_ms.to_string(),
-                flag.to_owned(),
-            ]);
-            b.waiters.push((keys.len(), tx));
-            let first = b.waiters.len() == 1;
+            b.entries.push(Entry {
+                keys: Arc::clone(keys),
+                token: Arc::clone(token),
+                ttl_ms,
+                reseat,
+                reply: tx,
+            });
+            let first = b.entries.len() == 1;
             if first {
                 self.extensions.open.store(true, Ordering::Release);
             }
-            first
+            (first, b.entries.len() >= CHUNK)
         };
-        if first {
+        if full {
+            // A full chunk goes out now: the server starts on it while the rest of the locks
+            // falling due together are still being added.
+            self.send_extensions();
+        } else if first {
             // Sent once the tasks woken with this one (the locks falling due at the same
             // tick) have added theirs: `yield_now` resumes after them.
             let node = Arc::clone(self);
@@ -111,37 +119,33 @@ impl Node {
         if !self.extensions.open.load(Ordering::Acquire) {
             return;
         }
-        let batch = {
+        let mut entries = {
             let mut b = self
                 .extensions
                 .batch
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             self.extensions.open.store(false, Ordering::Release);
-            std::mem::take(&mut *b)
+            std::mem::take(&mut b.entries)
         };
-        let Batch {
-            keys,
-            args,
-            waiters,
-        } = batch;
-        let (mut key_at, mut arg_at) = (0, 0);
-        let mut waiters = waiters.into_iter().peekable();
-        while waiters.peek().is_some() {
-            let chunk: Vec<_> = waiters.by_ref().take(CHUNK).collect();
-            let nkeys: usize = chunk.iter().map(|(n, _)| n).sum();
+        while !entries.is_empty() {
+            let rest = entries.split_off(entries.len().min(CHUNK));
+            let chunk = std::mem::replace(&mut entries, rest);
+            let nkeys: usize = chunk.iter().map(|e| e.keys.len()).sum();
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(EXTEND_BATCH.get_hash()).arg(nkeys);
-            for k in &keys[key_at..key_at + nkeys] {
-                cmd.arg(k.as_str());
+            for e in &chunk {
+                for k in e.keys.iter() {
+                    cmd.arg(k.as_str());
+                }
             }
-            for a in &args[arg_at..arg_at + 4 * chunk.len()] {
-                cmd.arg(a.as_str());
+            for e in &chunk {
+                cmd.arg(e.keys.len())
+                    .arg(&*e.token)
+                    .arg(e.ttl_ms)
+                    .arg(if e.reseat { "1" } else { "0" });
             }
-            key_at += nkeys;
-            arg_at += 4 * chunk.len();
-            let txs = chunk.into_iter().map(|(_, tx)| tx).collect();
-            self.send_chunk(cmd, txs);
+            self.send_chunk(cmd, chunk.into_iter().map(|e| e.reply).collect());
         }
     }
 
