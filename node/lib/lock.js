@@ -1,6 +1,7 @@
 'use strict'
-// `Lock`: a granted lock over the native `NativeLock`, the result of a release, and `using`'s
-// routine runner (auto-extension, the lost-lock AbortSignal, and the core's loss rule at the end).
+// `Lock`: a granted lock over the native lock (an external value that the native `lock…`
+// functions take), the result of a release, and `using`'s routine runner (auto-extension, the
+// lost-lock AbortSignal, and the core's loss rule at the end).
 
 const { inspect } = require('node:util')
 
@@ -12,10 +13,12 @@ const { start } = require('./calls.js')
 const { LockLostError, fromNative } = errors
 // A lock's native lock, for `runUsing` (set by the class's static block).
 let nativeOf
+// What `createLock` passes to the constructor: nothing else may construct a Lock.
+const kCreate = Symbol('ironlock.createLock')
 
 /** The core's report of a native lock's last operation: `{elapsed_ms, rounds, nodes}`. */
 function coreReport(n) {
-  return JSON.parse(n.reportJson)
+  return JSON.parse(native.lockReportJson(n))
 }
 
 /**
@@ -77,11 +80,12 @@ class Released {
 /** A lock granted by a quorum. Release it explicitly (or with `await using`, or `using`). */
 class Lock {
   /**
-   * Locks are created by `LockManager.acquire`. `context`: `{manager, nodes, observe}` —
-   * the manager, the caller's node objects (for `attempts`), and a function told every report.
+   * Locks are created by `LockManager.acquire` (through `createLock`). `context`: `{manager,
+   * nodes, observe}` — the manager, the caller's node objects (for `attempts`), and a function
+   * told every report.
    */
-  constructor(nativeLock, context) {
-    if (!(nativeLock instanceof native.NativeLock)) {
+  constructor(nativeLock, context, key) {
+    if (key !== kCreate) {
       throw errors.invalid('Lock: locks are created by LockManager.acquire')
     }
     this.#native = nativeLock
@@ -110,32 +114,32 @@ class Lock {
 
   /** The resource names, as given. */
   get resources() {
-    return this.#native.resources
+    return native.lockResources(this.#native)
   }
 
   /** The random token stored under every key. */
   get value() {
-    return this.#native.value
+    return native.lockValue(this.#native)
   }
 
   /** End of validity in epoch milliseconds (as node-redlock); use validityMs for decisions. */
   get expiration() {
-    return this.#native.expiration
+    return native.lockExpiration(this.#native)
   }
 
   /** Remaining validity in milliseconds, from the monotonic clock. */
   get validityMs() {
-    return this.#native.validityMs
+    return native.lockValidityMs(this.#native)
   }
 
   /** The fencing token (bigint) when acquired with `fencing: true`, else null. */
   get fence() {
-    return this.#native.fence ?? null
+    return native.lockFence(this.#native) ?? null
   }
 
   /** For a read-write lock (`manager.rwLock`): `'read'` or `'write'`; null for a lock or a permit. */
   get access() {
-    return this.#native.access ?? null
+    return native.lockAccess(this.#native) ?? null
   }
 
   /** Per-node report `[{url, vote, error}]` of the last operation on this lock. */
@@ -162,17 +166,17 @@ class Lock {
 
   /** True while neither lost nor released and validity remains. */
   isValid() {
-    return this.#native.isValid()
+    return native.lockIsValid(this.#native)
   }
 
   /** True once the lock is known lost. */
   isLost() {
-    return this.#native.isLost()
+    return native.lockIsLost(this.#native)
   }
 
   #voters() {
     const c = this.#context
-    return c.voters ?? { nodes: c.nodes, resources: this.#native.resources.length }
+    return c.voters ?? { nodes: c.nodes, resources: native.lockResources(this.#native).length }
   }
 
   #fail() {
@@ -201,7 +205,7 @@ class Lock {
     args.ttl('durationMs', durationMs)
     const n = this.#native
     await start(
-      (id) => n.extend(id, durationMs),
+      (id) => native.lockExtend(n, id, durationMs),
       this.#ok(() => this),
       this.#fail(),
     )
@@ -211,8 +215,9 @@ class Lock {
   /** Deletes the keys still holding this lock's token. Never rejects for a lost lock. */
   release() {
     const voters = this.#voters()
+    const n = this.#native
     return start(
-      (id) => this.#native.release(id),
+      (id) => native.lockRelease(n, id),
       this.#ok((bits, json) => new Released(bits, json, voters)),
       this.#fail(),
     )
@@ -226,8 +231,9 @@ class Lock {
    */
   finish() {
     const voters = this.#voters()
+    const n = this.#native
     return start(
-      (id) => this.#native.finish(id),
+      (id) => native.lockFinish(n, id),
       this.#ok((bits, json) => new Released(bits, json, voters)),
       this.#fail(),
     )
@@ -240,13 +246,13 @@ class Lock {
    */
   keepAlive() {
     const n = this.#native
-    n.keepAlive()
-    return { stop: () => n.stopKeepAlive() }
+    native.lockKeepAlive(n)
+    return { stop: () => native.lockStopKeepAlive(n) }
   }
 
   /** `Lock(["a"])`; a read-write lock's side after the name: `Lock(["doc"], read)`. */
   toString() {
-    const access = this.#native.access
+    const access = native.lockAccess(this.#native)
     const shown = errors.cut(JSON.stringify(this.resources))
     return access ? `Lock(${shown}, ${access})` : `Lock(${shown})`
   }
@@ -258,14 +264,14 @@ class Lock {
    */
   toJSON() {
     const n = this.#native
-    const fence = n.fence
+    const fence = native.lockFence(n)
     return {
-      resources: n.resources,
-      value: n.value,
+      resources: native.lockResources(n),
+      value: native.lockValue(n),
       fence: fence === null || fence === undefined ? null : String(fence),
-      expiration: n.expiration,
-      validityMs: n.validityMs,
-      lost: n.isLost(),
+      expiration: native.lockExpiration(n),
+      validityMs: native.lockValidityMs(n),
+      lost: native.lockIsLost(n),
     }
   }
 
@@ -275,14 +281,14 @@ class Lock {
    */
   [inspect.custom](depth, options, show = inspect) {
     const n = this.#native
-    const access = n.access
+    const access = native.lockAccess(n)
     const shown = {
-      resources: n.resources,
+      resources: native.lockResources(n),
       ...(access ? { access } : {}),
-      validityMs: n.validityMs,
-      fence: n.fence ?? null,
-      lost: n.isLost(),
-      value: `${n.value.slice(0, 8)}…`,
+      validityMs: native.lockValidityMs(n),
+      fence: native.lockFence(n) ?? null,
+      lost: native.lockIsLost(n),
+      value: `${native.lockValue(n).slice(0, 8)}…`,
     }
     if (depth < 0) return options.stylize('[Lock]', 'special')
     return `Lock ${show(shown, { ...options, depth: options.depth === null ? null : options.depth - 1 })}`
@@ -298,7 +304,7 @@ if (Symbol.asyncDispose) {
 
 /** The LockLostError with which `using` aborts its signal: the last round's report says why. */
 function lostWhileRunning(n) {
-  const message = `lock on ${errors.cut(JSON.stringify(n.resources))} lost: auto-extension could not keep it`
+  const message = `lock on ${errors.cut(JSON.stringify(native.lockResources(n)))} lost: auto-extension could not keep it`
   return errors.makeError('LOST', message, coreReport(n))
 }
 
@@ -319,8 +325,8 @@ async function runUsing(lock, routine, userSignal, abortReason) {
   // The caller's own signal (options.signal) aborts the routine too.
   const forward = () => controller.abort(abortReason(userSignal))
   userSignal?.addEventListener('abort', forward, { once: true })
-  n.keepAlive()
-  n.waitLost().then(
+  native.lockKeepAlive(n)
+  native.lockWaitLost(n).then(
     (lost) => {
       if (!finished && lost) controller.abort(lostWhileRunning(n))
     },
@@ -350,4 +356,9 @@ async function runUsing(lock, routine, userSignal, abortReason) {
   return out
 }
 
-module.exports = { Lock, Released, runUsing }
+/** A Lock over native lock `n` (what an acquire settles with); `context` as the constructor's. */
+function createLock(n, context) {
+  return new Lock(n, context, kCreate)
+}
+
+module.exports = { Lock, Released, runUsing, createLock }

@@ -10,7 +10,7 @@ const errors = require('./errors.js')
 const args = require('./args.js')
 const { resolveNodes, applyLogins } = require('./nodes.js')
 const { complete, start, startCancellable, abortReason } = require('./calls.js')
-const { Lock, runUsing } = require('./lock.js')
+const { Lock, runUsing, createLock } = require('./lock.js')
 const { Election } = require('./election.js')
 
 const { fromNative } = errors
@@ -55,7 +55,7 @@ function acquire(manager, n, resources, durationMs, options, signal, limit, acce
   }
   const ok = (v) => {
     // What `attempts` and `observe` need: the caller's node objects and the voters.
-    const lock = new Lock(v, { manager, nodes: state.nodes, observe, voters })
+    const lock = createLock(v, { manager, nodes: state.nodes, observe, voters })
     if (observe) observe(lock.report, voters)
     return lock
   }

@@ -8,17 +8,20 @@
 //! to the JS function `complete(id, error, value, report)` on the JS thread. When the task finished in a
 //! drive that the environment's own event loop ran (`uv.rs`: the usual case, a reply read on the
 //! JS thread), the poll callback calls `complete` directly as it returns, for every call that
-//! finished in that drive, in one callback scope. Otherwise (the runtime's thread finished it
-//! while JS was busy, or another environment's loop did) the outcome is queued to the manager's
-//! threadsafe function, which Node drains in one go on the JS thread. The function is weak: the
-//! JS layer keeps the event loop alive while ids are pending.
+//! finished in that drive, in one callback scope. When it finished in the drive that a JS call
+//! started (its own or a later call's: the replies came in while that call wrote its requests),
+//! the call returns `true` and the JS layer settles it in a microtask (`uv::collecting`,
+//! `settleStashed`). Otherwise (the runtime's thread finished it while JS was busy, or another
+//! environment's loop did) the outcome is queued to the manager's threadsafe function, which
+//! Node drains in one go on the JS thread. The function is weak: the JS layer keeps the event
+//! loop alive while ids are pending.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use napi::bindgen_prelude::{FnArgs, Function, Null, ToNapiValue, Unknown};
+use napi::bindgen_prelude::{External, FnArgs, Function, Null, ToNapiValue, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Result, Status, sys};
 
@@ -29,7 +32,7 @@ use crate::runtime::start;
 
 /// A successful outcome, converted to a JS value on the JS thread.
 pub enum Done {
-    /// `acquire`: a `NativeLock` instance.
+    /// `acquire`: a `NativeLock`, as an external value.
     Lock(NativeLock),
     /// `release` and `finish`: `deletedOn * 2 + held` as the value (a number: no array to
     /// build), and `reportJson` (`ironlock::Report::to_json`) as `complete`'s fourth argument.
@@ -76,7 +79,7 @@ impl ToNapiValue for Value {
         // SAFETY: called by napi on the JS thread with a live `env`, as the trait requires.
         unsafe {
             match val {
-                Value::Lock(lock) => NativeLock::to_napi_value(env, lock),
+                Value::Lock(lock) => External::to_napi_value(env, External::new(lock)),
                 Value::Leadership(l) => NativeLeadership::to_napi_value(env, l),
                 Value::Number(n) => f64::to_napi_value(env, n),
                 Value::Unit => <()>::to_napi_value(env, ()),
@@ -203,8 +206,10 @@ impl Completer {
 
     /// Runs `fut` on the addon's runtime (see `runtime::start`) and settles JS id `id` with its
     /// outcome. A panic in `fut` settles it with the core's INTERNAL error instead of leaving the
-    /// Promise pending.
-    pub fn run<F>(&self, id: u32, fut: F)
+    /// Promise pending. Returns true when calls finished while this one started (on the JS
+    /// thread, in the drive that wrote its requests): they wait for `settleStashed`, which the
+    /// JS layer calls in a microtask (`uv::collecting`).
+    pub fn run<F>(&self, id: u32, fut: F) -> bool
     where
         F: Future<Output = Result<Done>> + Send + 'static,
     {
@@ -214,7 +219,7 @@ impl Completer {
         let fut = Box::pin(fut);
         let tsfn = Arc::clone(&self.tsfn);
         let (env, complete) = (self.env, self.complete);
-        start(async move {
+        let call = async move {
             let result = match AssertUnwindSafe(fut).catch_unwind().await {
                 Ok(Ok(done)) => Ok(done),
                 Ok(Err(e)) => Err(e.reason.clone()),
@@ -241,6 +246,11 @@ impl Completer {
                 }
                 .fall_back(),
             }
-        });
+        };
+        if complete.is_none() {
+            start(call);
+            return false;
+        }
+        crate::uv::collecting(env, || start(call))
     }
 }

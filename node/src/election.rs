@@ -97,7 +97,7 @@ impl NativeElection {
         ttl_ms: f64,
         wait_ms: Option<f64>,
         cancel: Option<&CancelToken>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         boundary(|| {
             let ttl = millis("durationMs", ttl_ms)?;
             let wait = wait_ms.map(|w| millis("options.wait", w)).transpose()?;
@@ -106,7 +106,7 @@ impl NativeElection {
             let (manager, completer) = self.core.with_completer()?;
             let scope = Arc::clone(&self.scope);
             let name = self.name.clone();
-            completer.clone().run(id, async move {
+            let stashed = completer.clone().run(id, async move {
                 let manager = manager.await.map_err(to_napi)?;
                 let election = manager.election(name);
                 let campaign = election.campaign_with(&value, ttl, wait);
@@ -115,7 +115,7 @@ impl NativeElection {
                     .map(|l| Done::Leadership(NativeLeadership::new(l, completer, scope)))
                     .map_err(|e| to_napi(in_node_words(e, "durationMs")))
             });
-            Ok(())
+            Ok(stashed)
         })
     }
 
@@ -231,14 +231,14 @@ impl NativeLeadership {
     /// (no longer the leader), UNAVAILABLE (too few nodes answered), INVALID_ARGUMENT (`value`
     /// too long).
     #[napi(catch_unwind)]
-    pub fn proclaim(&self, id: u32, value: String) -> Result<()> {
+    pub fn proclaim(&self, id: u32, value: String) -> Result<bool> {
         boundary(|| {
             let leadership = Arc::clone(&self.leadership);
-            self.completer.run(id, async move {
+            let stashed = self.completer.run(id, async move {
                 leadership.proclaim(&value).await.map_err(to_napi)?;
                 Ok(Done::Unit)
             });
-            Ok(())
+            Ok(stashed)
         })
     }
 
@@ -246,13 +246,13 @@ impl NativeLeadership {
     /// they still hold this leadership (waking the next candidate) and settles `id` as a
     /// lock's `release` does. Never fails for a lost leadership.
     #[napi(catch_unwind)]
-    pub fn resign(&self, id: u32) -> Result<()> {
+    pub fn resign(&self, id: u32) -> Result<bool> {
         boundary(|| {
             let leadership = Arc::clone(&self.leadership);
-            self.completer.run(id, async move {
+            let stashed = self.completer.run(id, async move {
                 Ok(NativeLock::released(leadership.resign().await))
             });
-            Ok(())
+            Ok(stashed)
         })
     }
 

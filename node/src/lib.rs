@@ -25,7 +25,11 @@ mod settings;
 mod uv;
 
 pub use election::{LeaderChange, NativeElection, NativeLeader, NativeLeadership, NativeObserver};
-pub use lock::NativeLock;
+pub use lock::{
+    NativeLock, lock_access, lock_expiration, lock_extend, lock_fence, lock_finish, lock_is_lost,
+    lock_is_valid, lock_keep_alive, lock_release, lock_report_json, lock_resources,
+    lock_stop_keep_alive, lock_validity_ms, lock_value, lock_wait_lost,
+};
 
 pub use manager::{CancelToken, NativeManager, NodeHolder, NodePermit};
 pub use nodes::{NodeParts, node_url, nodes_from_env, split_node_list};
@@ -44,6 +48,13 @@ pub fn drain<'env>(
         let limit = settings::millis("limitMs", limit_ms)?;
         runtime::EnvScope::of(env)?.promise(env, async move { Ok(ironlock::drain(limit).await) })
     })
+}
+
+/// Settles the calls that finished while a JS call of this environment was starting (see
+/// `uv::collecting`): the JS layer calls it in a microtask when a hot call returned `true`.
+#[napi_derive::napi]
+pub fn settle_stashed(env: &napi::Env) -> napi::Result<()> {
+    uv::settle_stashed(env)
 }
 
 /// Deliberately panics inside the panic boundary (on the JS thread, or in a task on the

@@ -231,7 +231,7 @@ impl NativeManager {
         ttl_ms: f64,
         options: Option<AcquireOptions>,
         cancel: Option<&CancelToken>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         self.start_acquire(id, resources, None, ttl_ms, options, cancel)
     }
 
@@ -246,7 +246,7 @@ impl NativeManager {
         ttl_ms: f64,
         options: Option<AcquireOptions>,
         cancel: Option<&CancelToken>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         self.start_acquire(
             id,
             vec![resource],
@@ -272,7 +272,7 @@ impl NativeManager {
         ttl_ms: f64,
         options: Option<AcquireOptions>,
         cancel: Option<&CancelToken>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let side = match access.as_str() {
             "read" => Side::Rw(ironlock::Access::Read),
             "write" => Side::Rw(ironlock::Access::Write),
@@ -330,7 +330,7 @@ impl NativeManager {
         ttl_ms: f64,
         options: Option<AcquireOptions>,
         cancel: Option<&CancelToken>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         boundary(|| {
             let ttl = millis("durationMs", ttl_ms)?;
             let options = options.unwrap_or_default().into_core()?;
@@ -338,7 +338,7 @@ impl NativeManager {
             let exited = self.scope.exited();
             let (manager, completer) = self.core.with_completer()?;
             let scope = Arc::clone(&self.scope);
-            completer.clone().run(id, async move {
+            let stashed = completer.clone().run(id, async move {
                 let manager = manager.await.map_err(to_napi)?;
                 let acquire = async {
                     match side {
@@ -361,7 +361,7 @@ impl NativeManager {
                     .map(|lock| Done::Lock(NativeLock::new(lock, completer, scope)))
                     .map_err(|e| to_napi(in_call_words(e, "durationMs")))
             });
-            Ok(())
+            Ok(stashed)
         })
     }
 }

@@ -69,6 +69,112 @@ thread_local! {
     /// Calls of that environment finished in this drive, with the index of their `complete`,
     /// settled when it ends.
     static SETTLED: RefCell<Vec<Finished>> = const { RefCell::new(Vec::new()) };
+    /// Calls that finished in a drive a JS call started (`collecting`), by environment, waiting
+    /// for that environment's `settleStashed`.
+    static STASHED: RefCell<Vec<(usize, Finished)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `start`, a JS call of environment `env` starting its task (which usually drives the
+/// runtime on this thread until its requests are written), so that the calls finishing in that
+/// drive are kept for [`settle_stashed`] instead of going through their manager's threadsafe
+/// function: a reply can arrive while the drive still runs (the server answered while the call
+/// wrote to the other nodes), and the threadsafe function would cost an eventfd write, a turn of
+/// the event loop and an eventfd read to deliver it. Returns whether any were kept: the JS layer
+/// then calls `settleStashed` in a microtask (it cannot settle them here, inside the call that
+/// is still starting, without running user code in it).
+pub fn collecting(env: usize, start: impl FnOnce()) -> bool {
+    // A drive started from inside another (a task cannot call JS) or from the poll callback
+    // (it collects its own) is not this one's.
+    if DRIVING.with(Cell::get) != 0 || find(env).is_none() {
+        start();
+        return false;
+    }
+    DRIVING.with(|d| d.set(env));
+    // `start` does not unwind (the napi methods catch panics around it), but reset anyway.
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            DRIVING.with(|d| d.set(0));
+        }
+    }
+    let reset = Reset;
+    start();
+    drop(reset);
+    let done = SETTLED.with_borrow_mut(std::mem::take);
+    if done.is_empty() {
+        return false;
+    }
+    STASHED.with_borrow_mut(|s| s.extend(done.into_iter().map(|f| (env, f))));
+    true
+}
+
+/// Settles the calls of `env` that [`collecting`] kept, calling `complete` for each on this
+/// (JS) thread; the JS layer calls it in a microtask. An exception thrown by `complete` is
+/// rethrown once every call is settled.
+pub fn settle_stashed(env: &Env) -> Result<()> {
+    let raw = env.raw();
+    let key = raw as usize;
+    let mine: Vec<Finished> = STASHED.with_borrow_mut(|s| {
+        let (mine, others): (Vec<_>, Vec<_>) =
+            std::mem::take(s).into_iter().partition(|(e, _)| *e == key);
+        *s = others;
+        mine.into_iter().map(|(_, f)| f).collect()
+    });
+    if mine.is_empty() {
+        return Ok(());
+    }
+    let Some(watch) = find(key) else {
+        mine.into_iter().for_each(Finished::fall_back);
+        return Ok(());
+    };
+    let mut thrown: sys::napi_value = ptr::null_mut();
+    // SAFETY: on `env`'s thread, inside a JS call (napi gives it a handle scope); `watch` is
+    // alive (listed).
+    unsafe {
+        let mut recv = ptr::null_mut();
+        check(sys::napi_get_undefined(raw, &mut recv))?;
+        let references = &(*watch).complete;
+        for finished in mine {
+            let mut function = ptr::null_mut();
+            let found = references.get(finished.complete as usize).is_some_and(|r| {
+                sys::napi_get_reference_value(raw, *r, &mut function) == sys::Status::napi_ok
+                    && !function.is_null()
+            });
+            if !found {
+                finished.fall_back();
+                continue;
+            }
+            let Ok(args) = finished.done.into_args(raw) else {
+                continue;
+            };
+            let mut result = ptr::null_mut();
+            let status =
+                sys::napi_call_function(raw, recv, function, 4, args.as_ptr(), &mut result);
+            if status == sys::Status::napi_pending_exception {
+                let mut error = ptr::null_mut();
+                if sys::napi_get_and_clear_last_exception(raw, &mut error) == sys::Status::napi_ok
+                    && thrown.is_null()
+                {
+                    thrown = error;
+                }
+            }
+        }
+        if !thrown.is_null() {
+            sys::napi_throw(raw, thrown);
+        }
+    }
+    Ok(())
+}
+
+/// The calls [`collecting`] kept for environment `env`, dropped when it exits.
+fn drop_stashed(env: usize) {
+    let dropped: Vec<(usize, Finished)> = STASHED.with_borrow_mut(|s| {
+        let (mine, others): (Vec<_>, Vec<_>) =
+            std::mem::take(s).into_iter().partition(|(e, _)| *e == env);
+        *s = others;
+        mine
+    });
+    drop(dropped);
 }
 
 /// Hands `done`, a finished call of environment `env`, to the poll callback that drives the
@@ -314,6 +420,7 @@ unsafe extern "C" fn on_env_cleanup(_hook: sys::napi_async_cleanup_hook_handle, 
     unsafe {
         let env = (*watch).env;
         WATCHES.with_borrow_mut(|w| w.retain(|(e, _)| *e != env as usize));
+        drop_stashed(env as usize);
         for reference in std::mem::take(&mut (*watch).complete) {
             sys::napi_delete_reference(env, reference);
         }
