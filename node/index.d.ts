@@ -115,6 +115,11 @@ export declare class NativeManager {
    */
   acquire(id: number, resources: Array<string>, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): boolean
   /**
+   * As `acquire`, for the one resource `resource` (no array to read: the JS layer calls it
+   * for a single resource, the common case).
+   */
+  acquireOne(id: number, resource: string, ttlMs: number, options?: AcquireOptions | undefined | null, cancel?: CancelToken | undefined | null): boolean
+  /**
    * As `acquire`, for one of `limit` permits of the counting semaphore `resource`: settles
    * `id` with a `NativeLock` (a permit), or CONTENDED when every permit is held.
    */

@@ -64,7 +64,9 @@ function acquire(manager, n, resources, durationMs, options, signal, limit, acce
       ? n.acquirePermit(id, resources[0], limit, durationMs, options, token)
       : access !== undefined
         ? n.acquireRw(id, resources[0], access, durationMs, options, token)
-        : n.acquire(id, resources, durationMs, options, token)
+        : resources.length === 1
+          ? n.acquireOne(id, resources[0], durationMs, options, token)
+          : n.acquire(id, resources, durationMs, options, token)
   if (!signal) return start((id) => call(id), ok, fail)
   return startCancellable(signal, call, ok, fail)
 }

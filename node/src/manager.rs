@@ -235,6 +235,20 @@ impl NativeManager {
         self.start_acquire(id, resources, None, ttl_ms, options, cancel)
     }
 
+    /// As `acquire`, for the one resource `resource` (no array to read: the JS layer calls it
+    /// for a single resource, the common case).
+    #[napi(catch_unwind)]
+    pub fn acquire_one(
+        &self,
+        id: u32,
+        resource: String,
+        ttl_ms: f64,
+        options: Option<AcquireOptions>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<bool> {
+        self.start_acquire(id, vec![resource], None, ttl_ms, options, cancel)
+    }
+
     /// As `acquire`, for one of `limit` permits of the counting semaphore `resource`: settles
     /// `id` with a `NativeLock` (a permit), or CONTENDED when every permit is held.
     #[napi(catch_unwind)]

@@ -110,7 +110,7 @@ pub fn collecting(env: usize, start: impl FnOnce()) -> bool {
 
 /// Settles the calls of `env` that [`collecting`] kept, calling `complete` for each on this
 /// (JS) thread; the JS layer calls it in a microtask. An exception thrown by `complete` is
-/// rethrown once every call is settled.
+/// reported as uncaught (as the poll callback's are), and the other calls are still settled.
 pub fn settle_stashed(env: &Env) -> Result<()> {
     let raw = env.raw();
     let key = raw as usize;
@@ -127,7 +127,6 @@ pub fn settle_stashed(env: &Env) -> Result<()> {
         mine.into_iter().for_each(Finished::fall_back);
         return Ok(());
     };
-    let mut thrown: sys::napi_value = ptr::null_mut();
     // SAFETY: on `env`'s thread, inside a JS call (napi gives it a handle scope); `watch` is
     // alive (listed).
     unsafe {
@@ -152,15 +151,10 @@ pub fn settle_stashed(env: &Env) -> Result<()> {
                 sys::napi_call_function(raw, recv, function, 4, args.as_ptr(), &mut result);
             if status == sys::Status::napi_pending_exception {
                 let mut error = ptr::null_mut();
-                if sys::napi_get_and_clear_last_exception(raw, &mut error) == sys::Status::napi_ok
-                    && thrown.is_null()
-                {
-                    thrown = error;
+                if sys::napi_get_and_clear_last_exception(raw, &mut error) == sys::Status::napi_ok {
+                    sys::napi_fatal_exception(raw, error);
                 }
             }
-        }
-        if !thrown.is_null() {
-            sys::napi_throw(raw, thrown);
         }
     }
     Ok(())
