@@ -82,32 +82,21 @@ impl Node {
     }
 
     fn start(&mut self) -> Result<(), String> {
-        let child = Node::spawn(self.port, &self.dir, &self.extra).map_err(|e| {
+        let mut child = Node::spawn(self.port, &self.dir, &self.extra).map_err(|e| {
             format!(
                 "cannot start {}: {e} (is redis-server installed?)",
                 redis_server()
             )
         })?;
-        self.child = Some(child);
         self.paused = false;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
-                self.child = None;
-                return Err(format!(
-                    "redis-server on port {} exited: {status}",
-                    self.port
-                ));
-            }
-            if ping(self.port) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Err(format!(
-            "redis-server on port {} did not answer PING within 10 s",
-            self.port
-        ))
+        await_own_listener(
+            &mut child,
+            self.port,
+            "redis-server",
+            Duration::from_secs(10),
+        )?;
+        self.child = Some(child);
+        Ok(())
     }
 
     /// The loopback port.
@@ -146,8 +135,90 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// A loopback port nobody listens on now, and never one this process handed out before (tests
+/// run concurrently in one process; a port is free again between this call and its server's
+/// bind). Another process may still take it: servers check that they hold it
+/// ([`await_own_listener`]).
 pub(crate) fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for _ in 0..100 {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        if !given.contains(&port) {
+            given.push(port);
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::other(
+        "no loopback port this process has not used yet",
+    ))
+}
+
+/// True when the process `pid` holds the socket listening on 127.0.0.1:`port` (Linux: the
+/// listener's inode in /proc/net/tcp among the process's descriptors). A PING answered on a
+/// port proves only that *some* server listens there: a port handed out by `free_port` can be
+/// taken by another test's server (or a client's connection) before ours binds it, and ours
+/// then exits while the other answers — two tests would share one node.
+pub(crate) fn listens(pid: u32, port: u16) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
+        return false;
+    };
+    let local = format!("0100007F:{port:04X}");
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode; 0A = LISTEN.
+            (f.len() > 9 && f[1] == local && f[3] == "0A").then(|| format!("socket:[{}]", f[9]))
+        })
+        .collect();
+    if inodes.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
+    })
+}
+
+/// Waits until the child answers PING on `port` itself; `what` names it in errors. Fails at
+/// once when the child exits or another process answers on the port (the child is then
+/// killed), and after `limit`.
+pub(crate) fn await_own_listener(
+    child: &mut Child,
+    port: u16,
+    what: &str,
+    limit: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("{what} on port {port} exited: {status}"));
+        }
+        if ping(port) {
+            if listens(child.id(), port) {
+                return Ok(());
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "port {port} was taken by another process before {what} bound it"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(format!(
+        "{what} on port {port} did not answer PING within {} s",
+        limit.as_secs()
+    ))
 }
 
 /// True when a redis-server on `port` answers PING (with PONG, or with an error such as NOAUTH
@@ -398,5 +469,34 @@ impl Drop for Cluster {
             let _ = self.kill(i);
         }
         let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server started on a port another server already answers on fails to start instead of
+    /// passing that server off as its own (two tests would share a node).
+    #[test]
+    fn a_port_answered_by_another_server_is_not_taken_for_ours() {
+        let cluster = Cluster::start(1).unwrap();
+        let taken = cluster.nodes()[0].port();
+        let other = cluster.root.join("intruder");
+        std::fs::create_dir_all(&other).unwrap();
+        let mut node = Node {
+            port: taken,
+            dir: other,
+            extra: Vec::new(),
+            child: None,
+            paused: false,
+        };
+        let e = node.start().unwrap_err();
+        assert!(
+            e.contains(&format!("port {taken}")) && node.child.is_none(),
+            "{e}"
+        );
+        assert!(listens(cluster.nodes()[0].pid().unwrap(), taken));
+        assert!(ping(taken), "the first server still answers");
     }
 }

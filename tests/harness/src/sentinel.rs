@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::{Cluster, free_port, ping, raw_command, redis_server, unique};
+use crate::{Cluster, free_port, raw_command, redis_server, unique};
 
 /// A Sentinel-managed master: `data` node 0 is the first master and the others its replicas;
 /// which one is master now is what the sentinels say ([`SentinelGroup::master`]).
@@ -98,13 +98,14 @@ impl SentinelGroup {
             cmd.arg(&conf).arg("--sentinel");
             let mut child = crate::spawn_quiet(&mut cmd)
                 .map_err(|e| format!("cannot start a sentinel: {e}"))?;
-            if wait(Duration::from_secs(10), "sentinel PING", || ping(port)).is_ok() {
-                self.sentinels.push((port, child));
-                return Ok(());
+            match crate::await_own_listener(&mut child, port, "a sentinel", Duration::from_secs(10))
+            {
+                Ok(()) => {
+                    self.sentinels.push((port, child));
+                    return Ok(());
+                }
+                Err(e) => last = e,
             }
-            let _ = child.kill();
-            let _ = child.wait();
-            last = format!("sentinel on port {port} did not answer PING");
         }
         Err(last)
     }
