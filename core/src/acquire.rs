@@ -1,7 +1,7 @@
 //! Acquire: the retry loop with release wake-ups, one round (votes, drift, validity, fencing),
 //! and the rollback of a failed or cancelled round.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -575,10 +575,11 @@ async fn acquire_round(
                     deadline: t1 + req.ttl - drift - loss_margin(req.kind, req.ttl),
                     extensions: 0,
                     released: false,
-                    report,
+                    report: Arc::new(report),
                     seated,
                 }),
                 hold_until: req.min_hold.map(|h| decided_at + h),
+                kept: AtomicU64::new(0),
                 lost: AtomicBool::new(false),
                 lost_tx,
             }),

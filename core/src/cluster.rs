@@ -27,6 +27,8 @@ pub(crate) struct Cluster {
     pub(crate) notifier: Arc<Notifier>,
     pub(crate) inflight: Arc<InFlight>,
     pub(crate) stats: Recorder,
+    /// Extends the plain locks and writers kept alive (`keeper.rs`).
+    pub(crate) keeper: crate::keeper::Keeper,
     closed: AtomicBool,
 }
 
@@ -95,6 +97,7 @@ impl Cluster {
             notifier,
             inflight,
             stats: Recorder::new(),
+            keeper: crate::keeper::Keeper::default(),
             closed: AtomicBool::new(false),
         })
     }

@@ -37,6 +37,7 @@ mod election;
 mod error;
 mod fair;
 mod inspect;
+mod keeper;
 mod lock;
 mod manager;
 mod node;

@@ -2,7 +2,7 @@
 //! rule and auto-extension. No I/O happens when it is dropped: release is explicit (bindings'
 //! context managers are sugar over it).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use crate::cluster::Cluster;
 use crate::config::quote_resources;
 use crate::error::{Error, ErrorKind, Report, Result, Vote};
+use crate::keeper::{self, Keeper, Kept};
 use crate::node::Node;
 use crate::quorum::{self, Reply, Round, Tally};
 use crate::scripts;
@@ -23,7 +24,7 @@ pub(crate) struct LockState {
     pub(crate) deadline: Instant,
     pub(crate) extensions: u32,
     pub(crate) released: bool,
-    pub(crate) report: Report,
+    pub(crate) report: Arc<Report>,
     /// Per node, the lifetime of its data ([`Node::data_epoch`]) that the lock last knew: the one
     /// at acquire, then the one of its last "yes" (0: the node was never reached). A node whose
     /// data epoch moved on since then restarted after the lock was acquired, and an extension
@@ -182,6 +183,8 @@ pub(crate) struct LockInner {
     /// With a minimum hold: the moment before which a release leaves the keys in place (to
     /// expire then) instead of deleting them.
     pub(crate) hold_until: Option<Instant>,
+    /// Its place in the manager's keeper while kept alive there (0: not kept; `keeper.rs`).
+    pub(crate) kept: AtomicU64,
 }
 
 /// How long before the end of its validity (ttl − elapsed − drift) a lock of `kind` counts as
@@ -312,7 +315,7 @@ impl Lock {
 
     /// The per-node report of the last operation on this lock.
     pub fn report(&self) -> Report {
-        self.state().report.clone()
+        Report::clone(&self.state().report)
     }
 
     pub(crate) fn mark_lost(&self) {
@@ -387,10 +390,13 @@ impl Lock {
     /// is released: its keys are deleted wherever they still hold its token. This policy is the
     /// same in every language.
     pub fn keep_alive(&self) -> KeepAlive {
-        let lock = self.clone();
-        KeepAlive {
-            task: Some(self.inner.cluster.rt.spawn(keep_alive(lock))),
-        }
+        let cluster = &self.inner.cluster;
+        let how = if keeper::keeps(cluster, self.inner.kind) {
+            Keeping::Kept(Keeper::keep(cluster, self.clone()))
+        } else {
+            Keeping::Own(cluster.rt.spawn(keep_alive(self.clone())))
+        };
+        KeepAlive { how: Some(how) }
     }
 
     pub(crate) fn lost_error(&self, why: &str) -> Error {
@@ -421,23 +427,34 @@ impl std::fmt::Debug for Lock {
 
 /// The background auto-extension of one lock; stops when dropped.
 pub struct KeepAlive {
-    task: Option<JoinHandle<()>>,
+    how: Option<Keeping>,
+}
+
+/// Who extends the lock: the manager's keeper (plain locks and writers, `keeper.rs`), or the
+/// lock's own loop.
+enum Keeping {
+    Kept(Arc<Kept>),
+    Own(JoinHandle<()>),
 }
 
 impl KeepAlive {
     /// Stops extending (the lock stays held until it expires or is released).
     pub fn stop(mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
+        self.end();
+    }
+
+    fn end(&mut self) {
+        match self.how.take() {
+            Some(Keeping::Kept(kept)) => kept.stop(),
+            Some(Keeping::Own(task)) => task.abort(),
+            None => {}
         }
     }
 }
 
 impl Drop for KeepAlive {
     fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
+        self.end();
     }
 }
 
@@ -538,8 +555,13 @@ async fn release(lock: &Lock) -> Released {
 fn mark_released(lock: &Lock, result: &Released) {
     let mut st = lock.state();
     st.released = true;
-    st.report = result.report.clone();
+    st.report = Arc::new(result.report.clone());
     drop(st);
+    // Out of the keeper's queue now rather than when it falls due.
+    let kept = lock.inner.kept.load(Ordering::Acquire);
+    if kept != 0 {
+        lock.inner.cluster.keeper.remove(kept);
+    }
     lock.inner
         .lost_tx
         .send_replace(lock.inner.lost.load(Ordering::Acquire));
@@ -564,7 +586,7 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     let cluster = &inner.cluster;
     let config = &cluster.config;
     config.check_ttl("ttl", ttl)?;
-    {
+    let extensions_before = {
         let st = lock.state();
         if st.released {
             return Err(lock.lost_error("it was released"));
@@ -576,7 +598,8 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
                 )));
             }
         }
-    }
+        st.extensions
+    };
     if lock.is_lost() {
         return Err(lock.lost_error("it was lost earlier"));
     }
@@ -672,7 +695,7 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
     }
     {
         let mut st = lock.state();
-        st.report = round.report.clone();
+        st.report = Arc::new(round.report.clone());
         if granted {
             // Only an answer moves a node's seat to its current data epoch. A request the round
             // did not wait for (`Pending`, `Timeout`) may have failed on the node (a re-seat
@@ -685,7 +708,15 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
                     st.seated[i] = epochs[i];
                 }
             }
-            st.deadline = t1 + ttl - drift - loss_margin(inner.kind, ttl);
+            // Another extension that succeeded while this one was out may have reached the
+            // nodes after it: the keys then expire at that one's time or this one's, whichever
+            // ran last on each node, so the lock ends at the earlier of the two.
+            let deadline = t1 + ttl - drift - loss_margin(inner.kind, ttl);
+            st.deadline = if st.extensions == extensions_before {
+                deadline
+            } else {
+                deadline.min(st.deadline)
+            };
             st.ttl = ttl;
             st.extensions += 1;
         }
@@ -744,7 +775,22 @@ async fn extend(lock: &Lock, ttl: Duration) -> Result<()> {
 /// Auto-extension with the release-on-loss policy: once the lock is lost, its keys
 /// are deleted wherever they still hold its token.
 async fn keep_alive(lock: Lock) {
-    extend_while_held(&lock).await;
+    extend_while_held(&lock, None).await;
+    release_lost(lock).await;
+}
+
+/// The lock's own auto-extension for a lock the keeper handed over (`keeper.rs`): extends it as
+/// [`keep_alive`] does and hands it back after its first successful extension.
+pub(crate) async fn keep_alive_own(kept: Arc<Kept>) {
+    if extend_while_held(&kept.lock, Some(&kept)).await {
+        return;
+    }
+    release_lost(kept.lock.clone()).await;
+}
+
+/// The loss policy of auto-extension: a lost lock's keys are deleted wherever they still hold
+/// its token.
+pub(crate) async fn release_lost(lock: Lock) {
     if lock.is_lost() && !lock.is_released() {
         // Behind the tasks woken meanwhile: locks whose deadlines fell together are told they
         // are lost before any of their keys is deleted.
@@ -753,12 +799,14 @@ async fn keep_alive(lock: Lock) {
     }
 }
 
-async fn extend_while_held(lock: &Lock) {
+/// Extends the lock before each deadline until it is released or lost; with `back`, only until
+/// its first successful extension, after which it goes back to the keeper (returns true then).
+async fn extend_while_held(lock: &Lock, back: Option<&Arc<Kept>>) -> bool {
     let config = &lock.inner.cluster.config;
     let mut rx = lock.inner.lost_tx.subscribe();
     loop {
         if lock.is_lost() || lock.is_released() {
-            return;
+            return false;
         }
         let ttl = lock.ttl();
         let threshold = config.extension_threshold.unwrap_or(ttl / 3).min(ttl / 2);
@@ -767,27 +815,32 @@ async fn extend_while_held(lock: &Lock) {
         tokio::select! {
             _ = tokio::time::sleep_until(at.into()) => {}
             changed = rx.changed() => {
-                if changed.is_err() { return; }
+                if changed.is_err() { return false; }
                 continue;
             }
         }
         if lock.is_lost() || lock.is_released() {
-            return;
+            return false;
         }
         if Instant::now() >= lock.deadline() {
             lock.mark_lost();
-            return;
+            return false;
         }
         match extend(lock, ttl).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::Lost => return,
+            Ok(()) => {
+                if let Some(kept) = back {
+                    Keeper::queue_again(&lock.inner.cluster, kept);
+                    return true;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Lost => return false,
             Err(e) if e.kind() == ErrorKind::InvalidArgument => {
                 // max_extensions reached: the lock runs out at its deadline.
                 tokio::time::sleep_until(lock.deadline().into()).await;
                 if !lock.is_released() {
                     lock.mark_lost();
                 }
-                return;
+                return false;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "auto-extension failed; retrying");

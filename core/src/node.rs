@@ -435,6 +435,11 @@ impl Node {
         st.conn.clone().map(|c| (c, st.generation))
     }
 
+    /// Whether this voter is a Redis Cluster (each call reaches one hash slot).
+    pub(crate) fn is_cluster_voter(&self) -> bool {
+        self.cluster.is_some()
+    }
+
     /// Which lifetime of the node's data the current connection sees (0: never connected).
     pub(crate) fn data_epoch(&self) -> u64 {
         self.data_epoch.load(Ordering::Acquire)

@@ -127,8 +127,16 @@ impl Recorder {
 
     /// Counts one `event`, here and through the `metrics` facade.
     pub(crate) fn note(&self, event: Event) {
-        self.events[event.index()].fetch_add(1, Ordering::Relaxed);
-        event.count_metric().increment(1);
+        self.note_n(event, 1);
+    }
+
+    /// Records `n` events of one kind at once.
+    pub(crate) fn note_n(&self, event: Event, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.events[event.index()].fetch_add(n, Ordering::Relaxed);
+        event.count_metric().increment(n);
     }
 
     /// Records how long one acquire call took, from the call to its grant or failure.

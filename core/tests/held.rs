@@ -142,3 +142,71 @@ async fn every_held_lock_is_told_lost_before_its_keys_can_expire_when_the_nodes_
     );
     eprintln!("10,000 locks told lost at most {late:?} after their deadlines");
 }
+
+/// A lock whose keys one node of three lost is still extended (two nodes say "extended"; the
+/// batch hands it to its own extension, which hands it back each time); a stopped keep-alive
+/// extends no more; a released lock is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_locks_survive_a_node_that_lost_their_keys_and_stop_when_told() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster(3);
+    let m = manager(&c).await;
+    let ttl = ms(600);
+    let r = unique("kept");
+    let names = [format!("{r}:a"), format!("{r}:b"), format!("{r}:c")];
+    let mut locks = Vec::new();
+    let mut keepers = Vec::new();
+    for name in &names {
+        let lock = m
+            .acquire(std::slice::from_ref(name), ttl)
+            .await
+            .expect("granted");
+        keepers.push(Some(lock.keep_alive()));
+        locks.push(lock);
+    }
+    // Node 0 loses lock a's key: every later extension of a finds 2 of 3 nodes.
+    c.command(0, &["DEL", &names[0]]).expect("DEL");
+    tokio::time::sleep(ms(1_000)).await;
+    let (a, b, c_) = (&locks[0], &locks[1], &locks[2]);
+    for lock in [a, b, c_] {
+        assert!(
+            lock.is_valid() && lock.extensions() >= 2,
+            "{lock:?}: {:?}",
+            lock.report()
+        );
+    }
+    assert_eq!(
+        a.report().count(ironlock::Vote::For),
+        2,
+        "a's last extension: {:?}",
+        a.report()
+    );
+    assert_eq!(b.report().count(ironlock::Vote::For), 3, "{:?}", b.report());
+    // b: keep-alive stopped; c: released.
+    keepers[1].take().expect("b's keep-alive").stop();
+    let b_extensions = b.extensions();
+    assert!(c_.release().await.held);
+    let c_extensions = c_.extensions();
+    tokio::time::sleep(ms(1_200)).await;
+    assert!(
+        a.is_valid() && a.extensions() >= 4,
+        "{a:?}: {:?}",
+        a.report()
+    );
+    assert_eq!(
+        b.extensions(),
+        b_extensions,
+        "extended after its keep-alive stopped"
+    );
+    assert!(!b.is_valid(), "{b:?}");
+    assert_eq!(c_.extensions(), c_extensions, "extended after its release");
+    for i in 0..3 {
+        assert_eq!(
+            c.command(i, &["EXISTS", &names[1], &names[2]])
+                .expect("EXISTS"),
+            ":0\r\n",
+            "node {i}: b expired, c released"
+        );
+    }
+    assert!(a.release().await.held);
+}

@@ -131,37 +131,100 @@ impl Node {
         while !entries.is_empty() {
             let rest = entries.split_off(entries.len().min(CHUNK));
             let chunk = std::mem::replace(&mut entries, rest);
-            let nkeys: usize = chunk.iter().map(|e| e.keys.len()).sum();
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(EXTEND_BATCH.get_hash()).arg(nkeys);
-            for e in &chunk {
-                for k in e.keys.iter() {
-                    cmd.arg(k.as_str());
+            let cmd = batch_cmd(
+                chunk
+                    .iter()
+                    .map(|e| (&e.keys, &e.token, e.ttl_ms, e.reseat)),
+            );
+            let txs: Vec<_> = chunk.into_iter().map(|e| e.reply).collect();
+            match self.queue_chunk(cmd) {
+                Ok(r) => answer(txs, r),
+                Err(reply) => {
+                    self.rt.spawn(async move { answer(txs, reply.await) });
                 }
             }
-            for e in &chunk {
-                cmd.arg(e.keys.len())
-                    .arg(&*e.token)
-                    .arg(e.ttl_ms)
-                    .arg(if e.reseat { "1" } else { "0" });
-            }
-            self.send_chunk(cmd, chunk.into_iter().map(|e| e.reply).collect());
         }
     }
 
-    /// Hands one chunk's request to the connection now (its first poll queues it), then awaits
-    /// its reply in the background and answers each lock of the chunk.
-    fn send_chunk(self: &Arc<Self>, cmd: redis::Cmd, txs: Vec<oneshot::Sender<Reply>>) {
-        let node = Arc::clone(self);
-        let mut reply = Box::pin(async move { node.query_now::<Vec<i64>>(&cmd).await });
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        match reply.as_mut().poll(&mut cx) {
-            Poll::Ready(r) => answer(txs, r),
-            Poll::Pending => {
-                self.rt.spawn(async move { answer(txs, reply.await) });
+    /// Extends each lock of `locks` (keys, token, ttl in ms; no re-seat) on this node, in
+    /// script calls of [`CHUNK`] locks handed to the connection before this returns (behind the
+    /// node's open batch, which goes first): one reply per lock, in order, once awaited.
+    pub(crate) fn extend_all(
+        self: &Arc<Self>,
+        locks: &[Extension<'_>],
+    ) -> impl Future<Output = Vec<Reply>> + Send + 'static {
+        self.send_extensions();
+        let calls: Vec<_> = locks
+            .chunks(CHUNK)
+            .map(|chunk| {
+                let cmd = batch_cmd(chunk.iter().map(|&(k, t, ttl)| (k, t, ttl, false)));
+                (chunk.len(), self.queue_chunk(cmd))
+            })
+            .collect();
+        async move {
+            let mut out = Vec::new();
+            for (n, call) in calls {
+                let reply = match call {
+                    Ok(r) => r,
+                    Err(pending) => pending.await,
+                };
+                match reply {
+                    Ok(v) if v.len() == n => out.extend(v.into_iter().map(Ok)),
+                    Ok(v) => {
+                        let why = unexpected(v.len(), n);
+                        out.extend((0..n).map(|_| Err(Failure::Error(why.clone()))));
+                    }
+                    Err(f) => out.extend((0..n).map(|_| Err(f.clone()))),
+                }
             }
+            out
         }
     }
+
+    /// Hands one chunk's request to the connection now (its first poll queues it): its reply
+    /// if that came at once, else the future that awaits it.
+    fn queue_chunk(self: &Arc<Self>, cmd: redis::Cmd) -> Result<Chunk, PendingChunk> {
+        let node = Arc::clone(self);
+        let mut reply: PendingChunk =
+            Box::pin(async move { node.query_now::<Vec<i64>>(&cmd).await });
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match reply.as_mut().poll(&mut cx) {
+            Poll::Ready(r) => Ok(r),
+            Poll::Pending => Err(reply),
+        }
+    }
+}
+
+/// One lock's extension for [`Node::extend_all`]: its keys, token and ttl in ms.
+pub(crate) type Extension<'a> = (&'a Arc<[String]>, &'a Arc<str>, u64);
+
+type Chunk = Result<Vec<i64>, Failure>;
+type PendingChunk = std::pin::Pin<Box<dyn Future<Output = Chunk> + Send>>;
+
+/// One [`EXTEND_BATCH`] call: every lock's keys, then per lock its key count, token, ttl and
+/// re-seat flag.
+fn batch_cmd<'a>(
+    locks: impl Iterator<Item = (&'a Arc<[String]>, &'a Arc<str>, u64, bool)> + Clone,
+) -> redis::Cmd {
+    let nkeys: usize = locks.clone().map(|(k, ..)| k.len()).sum();
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(EXTEND_BATCH.get_hash()).arg(nkeys);
+    for (keys, ..) in locks.clone() {
+        for k in keys.iter() {
+            cmd.arg(k.as_str());
+        }
+    }
+    for (keys, token, ttl_ms, reseat) in locks {
+        cmd.arg(keys.len())
+            .arg(&**token)
+            .arg(ttl_ms)
+            .arg(if reseat { "1" } else { "0" });
+    }
+    cmd
+}
+
+fn unexpected(got: usize, locks: usize) -> String {
+    format!("unexpected reply to a batch of extensions: {got} answers for {locks} locks")
 }
 
 /// Gives each lock of a chunk its reply.
@@ -173,11 +236,7 @@ fn answer(txs: Vec<oneshot::Sender<Reply>>, reply: Result<Vec<i64>, Failure>) {
             }
         }
         Ok(v) => {
-            let why = format!(
-                "unexpected reply to a batch of extensions: {} answers for {} locks",
-                v.len(),
-                txs.len()
-            );
+            let why = unexpected(v.len(), txs.len());
             for tx in txs {
                 let _ = tx.send(Err(Failure::Error(why.clone())));
             }
