@@ -300,26 +300,24 @@ async fn extend_due(cluster: Arc<Cluster>, batch: Vec<Arc<Kept>>) {
     let locks = sent.len();
     let mut extended = 0u64;
     // The report of a lock every node extended, shared by all such locks of the batch.
-    let all_for = eligible.iter().all(|&e| e).then(|| {
-        Arc::new(report(
-            &cluster,
-            &vec![Ok(1); nodes.len()],
-            &eligible,
-            decided_at - t1,
-        ))
-    });
+    let all_for = eligible
+        .iter()
+        .all(|&e| e)
+        .then(|| Arc::new(report(&cluster, |_| Ok(1), &eligible, decided_at - t1)));
     for (j, s) in sent.into_iter().enumerate() {
         let vote = |i: usize| match &replies[i] {
-            Err(f) => Err(f.clone()),
-            Ok(v) => v.get(j).cloned().unwrap_or(Err(Failure::Timeout)),
+            Err(f) => Err(f),
+            Ok(v) => match v.get(j) {
+                Some(Ok(r)) => Ok(*r),
+                Some(Err(f)) => Err(f),
+                None => Err(&Failure::Timeout),
+            },
         };
-        let votes: Vec<_> = (0..nodes.len()).map(vote).collect();
-        let granted = votes
-            .iter()
-            .zip(&eligible)
-            .filter(|(v, e)| matches!(v, Ok(1)) && **e)
+        let n = nodes.len();
+        let granted = (0..n)
+            .filter(|&i| matches!(vote(i), Ok(1)) && eligible[i])
             .count();
-        let clean = votes.iter().all(|v| matches!(v, Ok(1) | Err(_)));
+        let clean = (0..n).all(|i| matches!(vote(i), Ok(1) | Err(_)));
         let drift = cluster.config.drift(s.ttl);
         let in_time =
             quorum::validity(s.ttl, decided_at - t1, drift).is_some() && decided_at < s.before;
@@ -341,14 +339,14 @@ async fn extend_due(cluster: Arc<Cluster>, batch: Vec<Arc<Kept>>) {
             };
             st.ttl = s.ttl;
             st.extensions += 1;
-            for (i, v) in votes.iter().enumerate() {
-                if matches!(v, Ok(1)) && i < st.seated.len() {
-                    st.seated[i] = epochs[i];
+            for (i, seat) in st.seated.iter_mut().enumerate() {
+                if matches!(vote(i), Ok(1)) {
+                    *seat = epochs[i];
                 }
             }
             st.report = match &all_for {
-                Some(r) if votes.iter().all(|v| matches!(v, Ok(1))) => Arc::clone(r),
-                _ => Arc::new(report(&cluster, &votes, &eligible, decided_at - t1)),
+                Some(r) if granted == n => Arc::clone(r),
+                _ => Arc::new(report(&cluster, vote, &eligible, decided_at - t1)),
             };
         }
         lock.inner.lost_tx.send_replace(false);
@@ -386,19 +384,19 @@ fn count_votes(
 }
 
 /// The report of one lock's extension in a batch.
-fn report(
+fn report<'a>(
     cluster: &Cluster,
-    votes: &[Result<i64, Failure>],
+    vote: impl Fn(usize) -> std::result::Result<i64, &'a Failure>,
     eligible: &[bool],
     elapsed: Duration,
 ) -> Report {
     let nodes = cluster
         .nodes
         .iter()
-        .zip(votes)
         .zip(eligible)
-        .map(|((node, v), &eligible)| {
-            let (vote, error) = match v {
+        .enumerate()
+        .map(|(i, (node, &eligible))| {
+            let (vote, error) = match vote(i) {
                 Ok(_) if eligible => (Vote::For, None),
                 Ok(_) => (Vote::NotEligible, Some(node.quarantine_text())),
                 Err(f @ Failure::Timeout) => (Vote::Timeout, Some(f.text())),
