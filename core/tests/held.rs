@@ -210,3 +210,65 @@ async fn kept_locks_survive_a_node_that_lost_their_keys_and_stop_when_told() {
     }
     assert!(a.release().await.held);
 }
+
+/// The keeper counts a node's "extended" only when the node's vote counts: a lock granted
+/// while node 2 sat out its restart quarantine, kept alive after node 1 died, has one vote
+/// that counts (node 0) and one that does not (node 2) — it is lost at its deadline, not
+/// extended on them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_lock_is_not_extended_on_a_quarantined_nodes_vote() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut c = cluster(3);
+    // max_ttl 1 s: a node sits out 1 s + 12 ms drift + 1 s after it (re)starts.
+    let config = ironlock::Config::new(c.urls())
+        .max_ttl(SEC)
+        .retry_count(0)
+        .connect_timeout(5 * SEC);
+    let m = LockManager::new(config).await.unwrap();
+    let all_count = Instant::now() + 5 * SEC;
+    while !m.node_status().iter().all(|s| s.eligible) {
+        assert!(Instant::now() < all_count, "{:?}", m.node_status());
+        tokio::time::sleep(ms(50)).await;
+    }
+    tokio::task::block_in_place(|| c.restart(2)).unwrap();
+    let noticed = Instant::now() + 5 * SEC;
+    loop {
+        // A round notices the restart: the node's new run_id puts it in quarantine.
+        if let Ok(l) = m.acquire(&[unique("probe")], ms(500)).await {
+            l.release().await;
+        }
+        let s = &m.node_status()[2];
+        if s.connected && !s.eligible {
+            break;
+        }
+        assert!(Instant::now() < noticed, "{s:?}");
+        tokio::time::sleep(ms(20)).await;
+    }
+    let ttl = ms(900);
+    let r = unique("kept-q");
+    let lock = m.acquire(&[&r], ttl).await.expect("granted");
+    // Node 2 holds the key too (its vote just does not count yet).
+    let on_2 = Instant::now() + SEC;
+    while !c
+        .command(2, &["GET", &r])
+        .is_ok_and(|v| v.contains(lock.token()))
+    {
+        assert!(
+            Instant::now() < on_2,
+            "node 2 has no key: {:?}",
+            lock.report()
+        );
+        tokio::time::sleep(ms(5)).await;
+    }
+    let _keep = lock.keep_alive();
+    tokio::task::block_in_place(|| c.kill(1)).unwrap();
+    tokio::time::timeout(ttl + SEC, lock.lost())
+        .await
+        .expect("told lost");
+    assert!(lock.is_lost(), "{lock:?}: {:?}", lock.report());
+    assert_eq!(lock.extensions(), 0, "{lock:?}: {:?}", lock.report());
+    assert!(
+        m.node_status()[2].quarantine_remaining > Duration::ZERO,
+        "node 2 counted again before the lock ran out: the test proves nothing"
+    );
+}
