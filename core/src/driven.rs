@@ -112,6 +112,9 @@ pub struct DrivenRuntime {
     rt: Option<Arc<Runtime>>,
     shared: Arc<Shared>,
     driver: Option<std::thread::JoinHandle<()>>,
+    /// Whether a call guards its thread against SIGPIPE (see the module and
+    /// [`host_ignores_sigpipe`](Self::host_ignores_sigpipe)).
+    guard_sigpipe: bool,
 }
 
 struct Shared {
@@ -303,6 +306,7 @@ impl DrivenRuntime {
                 rt: Some(rt),
                 shared,
                 driver: Some(driver),
+                guard_sigpipe: true,
             }),
             Err(e) => {
                 let _ = driver.join();
@@ -312,6 +316,19 @@ impl DrivenRuntime {
                 ))
             }
         }
+    }
+
+    /// For a host that ignores SIGPIPE for good (Node: it ignores it from the start, and
+    /// JavaScript can install a handler but never restore the default action): if the process
+    /// ignores SIGPIPE now, calls no longer read its disposition (a system call per call) and
+    /// leave the thread's signal mask alone. Where it is not ignored now (a program embedding
+    /// the host may not ignore it), calls keep guarding their thread.
+    pub fn host_ignores_sigpipe(mut self) -> DrivenRuntime {
+        #[cfg(unix)]
+        {
+            self.guard_sigpipe = !sigpipe::ignored();
+        }
+        self
     }
 
     fn rt(&self) -> &Runtime {
@@ -352,7 +369,7 @@ impl DrivenRuntime {
     /// refuse blocking calls there).
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         let _caller = Caller::enter(&self.shared);
-        let _sigpipe = sigpipe::Held::new();
+        let _sigpipe = self.guard_sigpipe.then(sigpipe::Held::new);
         self.rt().block_on(future)
     }
 }
@@ -424,7 +441,7 @@ mod sigpipe {
 
     /// Whether the process ignores SIGPIPE (then a write that would raise it just fails).
     #[cfg(unix)]
-    fn ignored() -> bool {
+    pub(super) fn ignored() -> bool {
         // SAFETY: reads the disposition into an initialised struct.
         unsafe {
             let mut old: libc::sigaction = std::mem::zeroed();

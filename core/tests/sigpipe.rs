@@ -30,30 +30,12 @@ fn sigpipe_blocked() -> bool {
     }
 }
 
-#[test]
-fn a_write_to_a_reset_connection_does_not_kill_a_c_host() {
-    // As in a C program (Rust's own start-up ignores SIGPIPE).
-    // SAFETY: sets the process's disposition of SIGPIPE to its default.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let rt = DrivenRuntime::new("sigpipe-test", 1).unwrap();
-
-    // The runtime's own threads block it for good: a blocking-pool thread started from this
-    // thread outside any call (it would inherit this thread's mask, which lets SIGPIPE through).
-    let pool = rt.handle().spawn_blocking(|| {
-        // SAFETY: raises SIGPIPE at this thread.
-        unsafe { libc::raise(libc::SIGPIPE) };
-        sigpipe_blocked()
-    });
-    assert!(
-        rt.block_on(pool).unwrap(),
-        "blocked on the runtime's blocking threads"
-    );
-
-    // The caller's thread drives a socket whose peer reset the connection: the writes fail with
-    // EPIPE (after ECONNRESET) and raise SIGPIPE on this thread.
+/// Writes from `rt`, on the calling thread, to a socket whose peer reset the connection: the
+/// writes fail with EPIPE (after ECONNRESET) and raise SIGPIPE on this thread. The errors met.
+fn write_to_a_reset_socket(rt: &DrivenRuntime) -> Vec<std::io::ErrorKind> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let errors = rt.block_on(async move {
+    rt.block_on(async move {
         let client = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (server, _) = listener.accept().unwrap();
         let linger = libc::linger {
@@ -83,7 +65,30 @@ fn a_write_to_a_reset_connection_does_not_kill_a_c_host() {
             }
         }
         errors
+    })
+}
+
+#[test]
+fn a_write_to_a_reset_connection_does_not_kill_a_c_host() {
+    // As in a C program (Rust's own start-up ignores SIGPIPE).
+    // SAFETY: sets the process's disposition of SIGPIPE to its default.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let rt = DrivenRuntime::new("sigpipe-test", 1).unwrap();
+
+    // The runtime's own threads block it for good: a blocking-pool thread started from this
+    // thread outside any call (it would inherit this thread's mask, which lets SIGPIPE through).
+    let pool = rt.handle().spawn_blocking(|| {
+        // SAFETY: raises SIGPIPE at this thread.
+        unsafe { libc::raise(libc::SIGPIPE) };
+        sigpipe_blocked()
     });
+    assert!(
+        rt.block_on(pool).unwrap(),
+        "blocked on the runtime's blocking threads"
+    );
+
+    // The caller's thread drives a socket whose peer reset the connection.
+    let errors = write_to_a_reset_socket(&rt);
     assert!(
         errors.contains(&std::io::ErrorKind::BrokenPipe),
         "the writes should have met EPIPE (and raised SIGPIPE): {errors:?}"
@@ -109,4 +114,28 @@ fn a_write_to_a_reset_connection_does_not_kill_a_c_host() {
         sigpipe_blocked(),
         "a mask that blocked it already is left alone"
     );
+
+    // SAFETY: unblocks SIGPIPE on this thread and takes the pending one off it (the default
+    // action would end the process once it is unblocked: ignore it meanwhile).
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    assert!(!sigpipe_pending() && !sigpipe_blocked());
+
+    // A runtime told that its host ignores SIGPIPE for good, made while the default action is
+    // in force (a program embedding Node may not ignore it): its calls still guard the thread.
+    let trusting = DrivenRuntime::new("sigpipe-host", 1)
+        .unwrap()
+        .host_ignores_sigpipe();
+    let errors = write_to_a_reset_socket(&trusting);
+    assert!(
+        errors.contains(&std::io::ErrorKind::BrokenPipe),
+        "{errors:?}"
+    );
+    assert!(!sigpipe_pending() && !sigpipe_blocked());
 }

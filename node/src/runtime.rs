@@ -39,8 +39,11 @@ use crate::error::panicked;
 /// thread, without a hand-off to another thread and back (bench/RESULTS.md). Process-wide and
 /// never shut down, so it is shared by every environment and outlives each.
 static RUNTIME: LazyLock<DrivenRuntime> = LazyLock::new(|| {
-    // Its threads block SIGPIPE: Node ignores it, but a program that embeds Node may not.
+    // Its threads block SIGPIPE: Node ignores it, but a program that embeds Node may not. Where
+    // it is ignored at start it stays so (JavaScript cannot restore the default action), and a
+    // call on the JS thread skips reading the disposition.
     DrivenRuntime::for_event_loop("ironlock-rt", 2)
+        .map(DrivenRuntime::host_ignores_sigpipe)
         .unwrap_or_else(|e| panic!("ironlock: cannot start the Tokio runtime: {e}"))
 });
 
