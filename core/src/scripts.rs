@@ -52,12 +52,13 @@ macro_rules! concat_lua {
 /// Every script, loaded with `SCRIPT LOAD` on each (re)connection so that each request is a
 /// single `EVALSHA`: one command per request keeps requests on a connection strictly ordered
 /// (a rollback can never overtake the acquire it undoes).
-pub(crate) const ALL_SOURCES: [&str; 23] = [
+pub(crate) const ALL_SOURCES: [&str; 24] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     RELEASE_HELD_SOURCE,
     EXTEND_SOURCE,
     EXTEND_BATCH_SOURCE,
+    EXTEND_SAME_SOURCE,
     FENCE_SOURCE,
     SEM_ACQUIRE_SOURCE,
     SEM_RELEASE_SOURCE,
@@ -278,6 +279,25 @@ return out
 );
 pub(crate) static EXTEND_BATCH: LazyLock<Script> =
     LazyLock::new(|| Script::new(EXTEND_BATCH_SOURCE));
+
+/// [`EXTEND_BATCH_SOURCE`] for the common case, in fewer arguments: locks of one key each, all
+/// to the same ttl, none re-seated. Each key gets the new expiry iff it holds its token (an
+/// absent key is not written back). KEYS: one key per lock. ARGV: ttl_ms, then one token per
+/// lock. Returns one reply per lock, in order: 1 extended, 0 not.
+pub const EXTEND_SAME_SOURCE: &str = r#"
+local ttl = ARGV[1]
+local out = {}
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then
+    redis.call('PEXPIRE', KEYS[i], ttl)
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+"#;
+pub(crate) static EXTEND_SAME: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SAME_SOURCE));
 
 /// Raises every fence counter to F (`counter = max(counter, F)`) iff every lock key still holds
 /// our token. ARGV: token, F (decimal). Returns 1 when written, 0 otherwise.

@@ -164,11 +164,15 @@ async fn kept_locks_survive_a_node_that_lost_their_keys_and_stop_when_told() {
         keepers.push(Some(lock.keep_alive()));
         locks.push(lock);
     }
+    // d: two keys (its extensions take the batch script's general form).
+    let d_names = [format!("{r}:d1"), format!("{r}:d2")];
+    let d = m.acquire(&d_names, ttl).await.expect("granted");
+    let _keep_d = d.keep_alive();
     // Node 0 loses lock a's key: every later extension of a finds 2 of 3 nodes.
     c.command(0, &["DEL", &names[0]]).expect("DEL");
     tokio::time::sleep(ms(1_000)).await;
     let (a, b, c_) = (&locks[0], &locks[1], &locks[2]);
-    for lock in [a, b, c_] {
+    for lock in [a, b, c_, &d] {
         assert!(
             lock.is_valid() && lock.extensions() >= 2,
             "{lock:?}: {:?}",
@@ -208,7 +212,14 @@ async fn kept_locks_survive_a_node_that_lost_their_keys_and_stop_when_told() {
             "node {i}: b expired, c released"
         );
     }
+    assert!(
+        d.is_valid() && d.extensions() >= 4,
+        "{d:?}: {:?}",
+        d.report()
+    );
+    assert_eq!(d.report().count(ironlock::Vote::For), 3, "{:?}", d.report());
     assert!(a.release().await.held);
+    assert!(d.release().await.held);
 }
 
 /// The keeper counts a node's "extended" only when the node's vote counts: a lock granted

@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 
 use super::{Failure, Node};
-use crate::scripts::{self, EXTEND_BATCH};
+use crate::scripts::{self, EXTEND_BATCH, EXTEND_SAME};
 
 /// Locks per script call. A script runs on the server without interruption: a few hundred
 /// single-key extensions keep it busy for well under a millisecond.
@@ -157,7 +157,9 @@ impl Node {
         let calls: Vec<_> = locks
             .chunks(CHUNK)
             .map(|chunk| {
-                let cmd = batch_cmd(chunk.iter().map(|&(k, t, ttl)| (k, t, ttl, false)));
+                let cmd = same_cmd(chunk).unwrap_or_else(|| {
+                    batch_cmd(chunk.iter().map(|&(k, t, ttl)| (k, t, ttl, false)))
+                });
                 (chunk.len(), self.queue_chunk(cmd))
             })
             .collect();
@@ -221,6 +223,28 @@ fn batch_cmd<'a>(
             .arg(if reseat { "1" } else { "0" });
     }
     cmd
+}
+
+/// One [`EXTEND_SAME`] call for `locks` when each has one key and all have the same ttl (the
+/// usual case: the server then reads two arguments per lock instead of five).
+fn same_cmd(locks: &[Extension<'_>]) -> Option<redis::Cmd> {
+    let ttl = locks.first()?.2;
+    if !locks
+        .iter()
+        .all(|(keys, _, t)| keys.len() == 1 && *t == ttl)
+    {
+        return None;
+    }
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(EXTEND_SAME.get_hash()).arg(locks.len());
+    for (keys, ..) in locks {
+        cmd.arg(keys[0].as_str());
+    }
+    cmd.arg(ttl);
+    for (_, token, _) in locks {
+        cmd.arg(&***token);
+    }
+    Some(cmd)
 }
 
 fn unexpected(got: usize, locks: usize) -> String {
