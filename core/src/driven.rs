@@ -106,6 +106,17 @@ pub const IDLE: Duration = Duration::from_millis(2);
 /// to be told that the last one left (see `Shared::drive`).
 const LONG: Duration = Duration::from_millis(50);
 
+/// What ended a [`DrivenRuntime::await_reactor`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Woken {
+    /// The runtime's reactor has events.
+    Reactor,
+    /// The other descriptor polls readable, a signal arrived, or the wait failed.
+    Other,
+    /// The timeout passed.
+    Elapsed,
+}
+
 /// A current-thread runtime driven by its callers while they block, and by a thread of its own
 /// in between (see the module).
 pub struct DrivenRuntime {
@@ -362,6 +373,45 @@ impl DrivenRuntime {
             quiet::Quiet::default().await;
             r
         })
+    }
+
+    /// Blocks the calling thread until the runtime's reactor has events to process (then drive
+    /// it with [`drive_now`](Self::drive_now)), the descriptor `other` polls readable, a signal
+    /// arrives, or `timeout` passes; whichever comes first, without driving anything. For an
+    /// event loop that would otherwise go back to its own wait only to be woken by the reactor
+    /// (`other` being the loop's own wait descriptor, so that the loop's other work is never
+    /// held up). Where the reactor's descriptor is unknown, returns [`Woken::Other`] at once.
+    // `c_long` is 32 bits on 32-bit targets, where the conversion can fail.
+    #[allow(clippy::unnecessary_fallible_conversions)]
+    pub fn await_reactor(&self, other: i32, timeout: Duration) -> Woken {
+        #[cfg(target_os = "linux")]
+        if let Some(reactor) = self.reactor_fd() {
+            let mut fds = [
+                libc::pollfd {
+                    fd: reactor,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: other,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let wait = libc::timespec {
+                tv_sec: timeout.as_secs().try_into().unwrap_or(libc::time_t::MAX),
+                tv_nsec: libc::c_long::try_from(timeout.subsec_nanos()).unwrap_or(0),
+            };
+            // SAFETY: two initialised pollfds, a valid timespec, no signal mask change.
+            let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &wait, std::ptr::null()) };
+            return match n {
+                0 => Woken::Elapsed,
+                n if n > 0 && fds[0].revents & libc::POLLIN != 0 => Woken::Reactor,
+                _ => Woken::Other,
+            };
+        }
+        let _ = (other, timeout);
+        Woken::Other
     }
 
     /// Runs `future` to completion, blocking the calling thread, which drives the runtime

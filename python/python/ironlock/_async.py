@@ -11,6 +11,30 @@ from ._sync import Access, Resources, Seconds, _LockSpec, _extended_ttl, _quorum
 from .exceptions import LockContendedError, LockLostError, QuorumUnavailableError
 
 
+class _CallFuture(asyncio.Future):  # type: ignore[type-arg]
+    """The future of an ``AsyncLockManager`` call (and of an ``AsyncLock``'s): an
+    ``asyncio.Future`` whose cancellation stops the call, leaving nothing behind on the nodes.
+    Awaited while the event loop has nothing else to do, it lets the call finish on the spot
+    (up to 1.5 ms, waiting on what the loop would wait on) instead of going once around the
+    loop for the reply and once more for the awaiting task."""
+
+    __slots__ = ("_ironlock",)
+    _ironlock: Any  # the native call: set by the extension when it makes the future
+
+    def cancel(self, msg: Any = None) -> bool:
+        if not super().cancel(msg):
+            return False
+        self._ironlock.abort()
+        return True
+
+    def __await__(self) -> Any:
+        if not self.done():
+            self._ironlock.settle(self)
+        return super().__await__()
+
+    __iter__ = __await__
+
+
 class AsyncDistributedLock(_LockSpec["AsyncLockManager", _native.AsyncLock]):
     """The asyncio twin of ``DistributedLock``: ``async with``, ``await acquire(...)``,
     ``await release()``, ``await locked()``, ``owned()``. ``async with`` waits until the lock

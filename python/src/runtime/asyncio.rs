@@ -9,14 +9,20 @@
 //! to another thread and back. When the loop is busy elsewhere (or not running), the runtime's
 //! own thread drives it; calls that finish there reach the loop in batches through
 //! `call_soon_threadsafe`.
+//!
+//! A call's future is an `ironlock._async._CallFuture`: cancelling it stops the call, and
+//! awaiting it while the loop has nothing else to do waits on the runtime right there
+//! ([`Delivery::settle`]), so that a task awaiting one call at a time (a request handler) gets
+//! its result without going around the loop twice per await.
 
 use std::cell::Cell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use futures_util::future::{AbortHandle, Abortable};
-use ironlock::driven::CallQueue;
+use ironlock::driven::{CallQueue, Woken};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use tokio::runtime::Handle;
@@ -72,6 +78,10 @@ pub(crate) struct Delivery {
     /// The reactor descriptor this loop watches, or `None` when it does not (no descriptor, or a
     /// loop without `add_reader`): then the runtime's own thread drives it.
     watched: Option<i32>,
+    /// The descriptor the loop waits on (its selector's) when the loop is asyncio's own
+    /// selector loop, whose ready queue and timers can be read: then an awaited call may finish
+    /// before its task yields (see [`Delivery::settle`]).
+    selector: Option<i32>,
 }
 
 thread_local! {
@@ -85,6 +95,33 @@ thread_local! {
 
 static GET_RUNNING_LOOP: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
 static WEAKREF: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+static RUNNING_LOOP: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+static CALL_FUTURE: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// How long an awaited call may keep its loop waiting on the runtime alone (see
+/// [`Delivery::settle`]): less than the idle time after which the runtime's own thread takes
+/// over driving it, so the two never take turns within one wait.
+const SETTLE: Duration = Duration::from_micros(1_500);
+
+/// The descriptor `event_loop` waits on, if it is asyncio's own selector loop: one with a ready
+/// queue (`_ready`), a timer heap (`_scheduled`) and a selector (`_selector.fileno()`).
+fn selector_fd(event_loop: &Bound<'_, PyAny>) -> Option<i32> {
+    let py = event_loop.py();
+    if !event_loop
+        .hasattr(pyo3::intern!(py, "_ready"))
+        .unwrap_or(false)
+        || !event_loop
+            .hasattr(pyo3::intern!(py, "_scheduled"))
+            .unwrap_or(false)
+    {
+        return None;
+    }
+    event_loop
+        .getattr(pyo3::intern!(py, "_selector"))
+        .and_then(|s| s.call_method0(pyo3::intern!(py, "fileno")))
+        .and_then(|fd| fd.extract::<i32>())
+        .ok()
+}
 
 fn cached_attr<'py>(
     py: Python<'py>,
@@ -112,7 +149,7 @@ impl Drop for Driving {
 }
 
 impl Delivery {
-    fn new(event_loop: Py<PyAny>, watched: Option<i32>) -> Delivery {
+    fn new(event_loop: Py<PyAny>, watched: Option<i32>, selector: Option<i32>) -> Delivery {
         Delivery {
             queue: Mutex::new(Queue {
                 finished: Vec::new(),
@@ -121,6 +158,7 @@ impl Delivery {
             event_loop,
             pid: pid(),
             watched,
+            selector,
         }
     }
 
@@ -148,7 +186,8 @@ impl Delivery {
             .call1((&event_loop,))?
             .unbind();
         let fd = evloop_runtime().reactor_fd();
-        let d = Py::new(py, Delivery::new(weak.clone_ref(py), fd))?;
+        let selector = fd.and_then(|_| selector_fd(&event_loop));
+        let d = Py::new(py, Delivery::new(weak.clone_ref(py), fd, selector))?;
         let d = match fd {
             // Watch the reactor from this loop. A loop that cannot (no `add_reader`) leaves it to
             // the runtime's thread.
@@ -157,7 +196,7 @@ impl Delivery {
                 (fd, d.getattr(py, pyo3::intern!(py, "drive"))?),
             ) {
                 Ok(_) => d,
-                Err(_) => Py::new(py, Delivery::new(weak, None))?,
+                Err(_) => Py::new(py, Delivery::new(weak, None, None))?,
             },
             None => d,
         };
@@ -232,6 +271,66 @@ impl Delivery {
         r
     }
 
+    /// Lets the call behind `fut` (a call of this loop, just awaited) finish on this thread
+    /// before the awaiting task yields to the loop, as long as the loop has nothing else to do:
+    /// no callback ready, no timer due, and nothing readable on the loop's own descriptor. It
+    /// waits on the runtime's reactor and that descriptor together (what the loop itself would
+    /// do next, less its turn around the selector, the ready queue and the future's callbacks),
+    /// driving the runtime whenever the reactor has events, for at most [`SETTLE`]. Whatever
+    /// else turns up first ends the wait; the task then yields as usual and the call completes
+    /// through the loop. Only for asyncio's own selector loop (whose queue and timers it reads);
+    /// any other loop, thread or process returns at once.
+    fn settle(&self, py: Python<'_>, fut: &Bound<'_, PyAny>) -> PyResult<()> {
+        let Some(selector) = self.selector else {
+            return Ok(());
+        };
+        if self.pid != pid() || Handle::try_current().is_ok() {
+            return Ok(());
+        }
+        let event_loop = self.event_loop.bind(py).call0()?;
+        let running = cached_attr(py, &RUNNING_LOOP, "asyncio", "_get_running_loop")?.call0()?;
+        if event_loop.is_none() || !running.is(&event_loop) {
+            return Ok(());
+        }
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            if fut.call_method0(pyo3::intern!(py, "done"))?.is_truthy()?
+                || !event_loop
+                    .getattr(pyo3::intern!(py, "_ready"))?
+                    .is_empty()?
+            {
+                return Ok(());
+            }
+            let mut wait = deadline.saturating_duration_since(Instant::now());
+            let timers = event_loop.getattr(pyo3::intern!(py, "_scheduled"))?;
+            if !timers.is_empty()? {
+                let when: f64 = timers
+                    .get_item(0)?
+                    .call_method0(pyo3::intern!(py, "when"))?
+                    .extract()?;
+                let now: f64 = event_loop
+                    .call_method0(pyo3::intern!(py, "time"))?
+                    .extract()?;
+                wait = wait.min(Duration::try_from_secs_f64(when - now).unwrap_or_default());
+            }
+            if wait.is_zero() {
+                return Ok(());
+            }
+            match py.detach(|| evloop_runtime().await_reactor(selector, wait)) {
+                Woken::Reactor => {
+                    let drove = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        self.drive_here(py, || ());
+                    }));
+                    if drove.is_err() {
+                        self.deliver(py);
+                        return Ok(());
+                    }
+                }
+                Woken::Other | Woken::Elapsed => return Ok(()),
+            }
+        }
+    }
+
     /// Stops the loop watching the reactor.
     fn unwatch(&self, py: Python<'_>) -> PyResult<()> {
         if let (Some(fd), Ok(event_loop)) = (self.watched, self.event_loop.bind(py).call0())
@@ -294,15 +393,26 @@ impl Delivery {
     }
 }
 
-/// The done callback of a call's future: stops the call if the future was cancelled (dropping
-/// the core's future, which is cancel-safe). Called on completion too, where it does nothing.
+/// What a call's future (`ironlock._async._CallFuture`) holds of the call: the way to stop it
+/// when the future is cancelled (dropping the core's future, which is cancel-safe), and the
+/// loop it settles on when awaited.
 #[pyclass(frozen, module = "ironlock._native")]
-pub(crate) struct Canceller(AbortHandle);
+pub(crate) struct Call {
+    abort: AbortHandle,
+    delivery: Py<Delivery>,
+}
 
 #[pymethods]
-impl Canceller {
-    fn __call__(&self, _fut: &Bound<'_, PyAny>) {
-        self.0.abort();
+impl Call {
+    /// The future was cancelled: stop the call.
+    fn abort(&self) {
+        self.abort.abort();
+    }
+
+    /// The future is awaited: see [`Delivery::settle`]. Never raises (a loop whose internals
+    /// cannot be read is simply not waited on).
+    fn settle(&self, py: Python<'_>, fut: &Bound<'_, PyAny>) {
+        let _ = self.delivery.get().settle(py, fut);
     }
 }
 
@@ -324,13 +434,19 @@ where
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     let (event_loop, delivery) = Delivery::current(py)?;
-    let py_fut = event_loop.call_method0(pyo3::intern!(py, "create_future"))?;
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item(pyo3::intern!(py, "loop"), &event_loop)?;
+    let py_fut =
+        cached_attr(py, &CALL_FUTURE, "ironlock._async", "_CallFuture")?.call((), Some(&kwargs))?;
     let target = py_fut.clone().unbind();
     let watched = delivery.get().watched.is_some() && Handle::try_current().is_err();
     let d = delivery.clone_ref(py);
     let calls = asyncio_calls();
     let counted = calls.enter();
     let (abort, registration) = AbortHandle::new_pair();
+    // Boxed once here: the wrappers below and the spawn then move a pointer, not the call's
+    // state (kilobytes for an acquire).
+    let fut = Box::pin(fut);
     let call = Abortable::new(
         async move {
             let out = Deferred(guarded(fut).await);
@@ -348,7 +464,13 @@ where
         let _counted = counted;
         let _ = call.await;
     };
-    py_fut.call_method1(pyo3::intern!(py, "add_done_callback"), (Canceller(abort),))?;
+    py_fut.setattr(
+        pyo3::intern!(py, "_ironlock"),
+        Call {
+            abort,
+            delivery: delivery.clone_ref(py),
+        },
+    )?;
     let rt = evloop_runtime();
     if !watched {
         rt.handle().spawn(call);
