@@ -84,13 +84,22 @@ pub(crate) fn keeps(cluster: &Cluster, kind: Kind) -> bool {
     matches!(kind, Kind::Lock | Kind::Write) && cluster.nodes.iter().all(|n| !n.is_cluster_voter())
 }
 
-/// When `lock` is due for extension: `threshold` before its deadline.
-pub(crate) fn due(lock: &Lock) -> Instant {
-    let config = &lock.inner.cluster.config;
+/// How long before its deadline `lock` is extended: `extension_threshold` (default a third of
+/// its ttl), at most half of its ttl. The keeper and a lock's own loop both use this.
+pub(crate) fn threshold(lock: &Lock) -> Duration {
     let ttl = lock.ttl();
-    let threshold = config.extension_threshold.unwrap_or(ttl / 3).min(ttl / 2);
+    lock.inner
+        .cluster
+        .config
+        .extension_threshold
+        .unwrap_or(ttl / 3)
+        .min(ttl / 2)
+}
+
+/// When `lock` is due for extension: [`threshold`] before its deadline.
+pub(crate) fn due(lock: &Lock) -> Instant {
     let deadline = lock.deadline();
-    deadline.checked_sub(threshold).unwrap_or(deadline)
+    deadline.checked_sub(threshold(lock)).unwrap_or(deadline)
 }
 
 impl Keeper {

@@ -802,16 +802,13 @@ pub(crate) async fn release_lost(lock: Lock) {
 /// Extends the lock before each deadline until it is released or lost; with `back`, only until
 /// its first successful extension, after which it goes back to the keeper (returns true then).
 async fn extend_while_held(lock: &Lock, back: Option<&Arc<Kept>>) -> bool {
-    let config = &lock.inner.cluster.config;
     let mut rx = lock.inner.lost_tx.subscribe();
     loop {
         if lock.is_lost() || lock.is_released() {
             return false;
         }
         let ttl = lock.ttl();
-        let threshold = config.extension_threshold.unwrap_or(ttl / 3).min(ttl / 2);
-        let deadline = lock.deadline();
-        let at = deadline.checked_sub(threshold).unwrap_or(deadline);
+        let at = crate::keeper::due(lock);
         tokio::select! {
             _ = tokio::time::sleep_until(at.into()) => {}
             changed = rx.changed() => {
@@ -844,8 +841,8 @@ async fn extend_while_held(lock: &Lock, back: Option<&Arc<Kept>>) -> bool {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "auto-extension failed; retrying");
-                let pause =
-                    (threshold / 4).clamp(Duration::from_millis(5), Duration::from_millis(500));
+                let pause = (crate::keeper::threshold(lock) / 4)
+                    .clamp(Duration::from_millis(5), Duration::from_millis(500));
                 let until = (Instant::now() + pause).min(lock.deadline());
                 tokio::time::sleep_until(until.into()).await;
             }
