@@ -17,6 +17,7 @@
 //! scripts differ per kind, and a Cluster voter reaches one hash slot per call.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -74,9 +75,30 @@ struct Queue {
     /// (due, id) → the lock.
     due: BTreeMap<(Instant, u64), Arc<Kept>>,
     /// id → its place in `due` (absent while its extension is out).
-    at: HashMap<u64, Instant>,
+    at: HashMap<u64, Instant, BuildHasherDefault<IdHash>>,
     next_id: u64,
     running: bool,
+}
+
+/// The hash of a kept lock's id (ids are a counter, never chosen by anyone outside): one
+/// multiplication instead of SipHash, on each queueing of each lock.
+#[derive(Default)]
+struct IdHash(u64);
+
+impl Hasher for IdHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// Whether the keeper extends locks of `kind` on `cluster` (else each has its own loop).
@@ -124,20 +146,29 @@ impl Keeper {
     /// (Re)queues `kept` at its due time, unless it was stopped; starts the keeper's task
     /// when it is not running.
     pub(crate) fn queue_again(cluster: &Arc<Cluster>, kept: &Arc<Kept>) {
-        let at = due(&kept.lock);
+        Keeper::queue_all_again(cluster, [Arc::clone(kept)]);
+    }
+
+    /// [`queue_again`](Self::queue_again) for many locks, under one hold of the queue's lock.
+    fn queue_all_again(cluster: &Arc<Cluster>, kept: impl IntoIterator<Item = Arc<Kept>>) {
         let keeper = &cluster.keeper;
+        // Each lock's due time is read before the queue's lock is taken (never both at once).
+        let kept: Vec<(Instant, Arc<Kept>)> = kept.into_iter().map(|k| (due(&k.lock), k)).collect();
         let (first, start) = {
             let mut q = keeper.queue();
-            // Checked under the queue's lock: `stop` removes under it too, so a lock is
-            // never queued after it was stopped.
-            if kept.stopped() {
-                return;
+            let mut first = false;
+            for (at, kept) in kept {
+                // Checked under the queue's lock: `stop` removes under it too, so a lock is
+                // never queued after it was stopped.
+                if kept.stopped() {
+                    continue;
+                }
+                first |= q.due.first_key_value().is_none_or(|((t, _), _)| at < *t);
+                q.at.insert(kept.id, at);
+                q.due.insert((at, kept.id), kept);
             }
-            let first = q.due.first_key_value().is_none_or(|((t, _), _)| at < *t);
-            q.due.insert((at, kept.id), Arc::clone(kept));
-            q.at.insert(kept.id, at);
-            let start = !q.running;
-            q.running = true;
+            let start = !q.running && !q.due.is_empty();
+            q.running |= start;
             (first, start)
         };
         if start {
@@ -307,7 +338,7 @@ async fn extend_due(cluster: Arc<Cluster>, batch: Vec<Arc<Kept>>) {
     let eligible: Vec<bool> = nodes.iter().map(|n| n.eligible()).collect();
     let q = cluster.quorum;
     let locks = sent.len();
-    let mut extended = 0u64;
+    let mut again = Vec::with_capacity(locks);
     // The report of a lock every node extended, shared by all such locks of the batch.
     let all_for = eligible
         .iter()
@@ -358,10 +389,15 @@ async fn extend_due(cluster: Arc<Cluster>, batch: Vec<Arc<Kept>>) {
                 _ => Arc::new(report(&cluster, vote, &eligible, decided_at - t1)),
             };
         }
-        lock.inner.lost_tx.send_replace(false);
-        extended += 1;
-        Keeper::queue_again(&cluster, &s.kept);
+        // Watchers are woken only if the flag changes: one waiting for the old deadline wakes
+        // then and finds the new one, as it would if woken now.
+        lock.inner
+            .lost_tx
+            .send_if_modified(|lost| std::mem::replace(lost, false));
+        again.push(s.kept);
     }
+    let extended = again.len() as u64;
+    Keeper::queue_all_again(&cluster, again);
     cluster.stats.note_n(Event::Extended, extended);
     for (node, (replies, &eligible)) in nodes.iter().zip(replies.iter().zip(&eligible)) {
         count_votes(node, replies, eligible, locks);

@@ -108,3 +108,74 @@ fn background_work_runs_while_the_event_loop_is_busy() {
         "the driver thread ran the timer"
     );
 }
+
+#[test]
+fn await_reactor_tells_the_reactor_from_the_loops_own_descriptor_and_the_timeout() {
+    use ironlock::driven::Woken;
+    let c = common::cluster(1);
+    let rt = DrivenRuntime::for_event_loop("driven-await", 1).unwrap();
+    let manager = rt.block_on(common::manager(&c));
+    let (theirs, ours) = std::os::unix::net::UnixStream::pair().unwrap();
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let other = ours.as_raw_fd();
+
+    // Nothing pending anywhere: the wait runs out.
+    rt.drive_now(|| ());
+    let started = Instant::now();
+    assert_eq!(
+        rt.await_reactor(other, Duration::from_millis(30)),
+        Woken::Elapsed
+    );
+    assert!(started.elapsed() >= Duration::from_millis(25));
+
+    // The loop's own descriptor turns readable first: it ends the wait, the reactor untouched.
+    (&theirs).write_all(b"x").unwrap();
+    assert_eq!(
+        rt.await_reactor(other, Duration::from_secs(5)),
+        Woken::Other
+    );
+    let mut byte = [0u8; 1];
+    use std::io::Read;
+    (&ours).read_exact(&mut byte).unwrap();
+
+    // A request in flight (the node holds writes back for 100 ms, so that it is still in flight
+    // after the drive that sends it): its reply makes the reactor readable, and driving then
+    // finishes it.
+    assert!(
+        c.command(0, &["CLIENT", "PAUSE", "100", "WRITE"])
+            .unwrap()
+            .starts_with("+OK")
+    );
+    let done: Arc<AtomicBool> = Arc::default();
+    let key = common::unique("await");
+    rt.drive_now(|| {
+        let (m, key, done) = (manager.clone(), key.clone(), done.clone());
+        rt.handle().spawn(async move {
+            let lock = m.acquire(&[key], Duration::from_secs(10)).await.unwrap();
+            assert!(lock.release().await.held);
+            done.store(true, Ordering::Release);
+        })
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut reactor = 0;
+    while !done.load(Ordering::Acquire) && Instant::now() < deadline {
+        match rt.await_reactor(other, Duration::from_secs(2)) {
+            Woken::Reactor => {
+                reactor += 1;
+                rt.drive_now(|| ());
+            }
+            Woken::Other => panic!("nothing was written to the other descriptor"),
+            Woken::Elapsed => rt.drive_now(|| ()),
+        }
+    }
+    assert!(
+        done.load(Ordering::Acquire),
+        "the acquire and release finished"
+    );
+    assert!(
+        reactor >= 1,
+        "the replies woke the wait through the reactor"
+    );
+    drop(theirs);
+}

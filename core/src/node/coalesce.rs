@@ -208,9 +208,14 @@ type PendingChunk = std::pin::Pin<Box<dyn Future<Output = Chunk> + Send>>;
 fn batch_cmd<'a>(
     locks: impl Iterator<Item = (&'a Arc<[String]>, &'a Arc<str>, u64, bool)> + Clone,
 ) -> redis::Cmd {
-    let nkeys: usize = locks.clone().map(|(k, ..)| k.len()).sum();
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(EXTEND_BATCH.get_hash()).arg(nkeys);
+    let (nkeys, bytes, count) = locks
+        .clone()
+        .fold((0, 0, 0), |(n, b, c), (keys, token, ..)| {
+            let key_bytes: usize = keys.iter().map(|k| k.len()).sum();
+            (n + keys.len(), b + key_bytes + token.len() + 24, c + 1)
+        });
+    let mut cmd = redis::Cmd::with_capacity(3 + nkeys + 4 * count, bytes + 64);
+    cmd.arg("EVALSHA").arg(EXTEND_BATCH.get_hash()).arg(nkeys);
     for (keys, ..) in locks.clone() {
         for k in keys.iter() {
             cmd.arg(k.as_str());
@@ -235,8 +240,16 @@ fn same_cmd(locks: &[Extension<'_>]) -> Option<redis::Cmd> {
     {
         return None;
     }
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(EXTEND_SAME.get_hash()).arg(locks.len());
+    // Sized once: a call carries hundreds of arguments, which would otherwise grow (and copy)
+    // the command's buffers a dozen times.
+    let bytes: usize = locks
+        .iter()
+        .map(|(keys, token, _)| keys[0].len() + token.len())
+        .sum();
+    let mut cmd = redis::Cmd::with_capacity(4 + 2 * locks.len(), bytes + 96);
+    cmd.arg("EVALSHA")
+        .arg(EXTEND_SAME.get_hash())
+        .arg(locks.len());
     for (keys, ..) in locks {
         cmd.arg(keys[0].as_str());
     }
