@@ -435,7 +435,7 @@ impl Held {
         let me = self.here(py, "watch")?;
         Ok(self
             .lost
-            .get_or_init(|| LostState::watch(me.lock().clone()))
+            .get_or_init(|| LostState::new(me.lock().clone()))
             .clone())
     }
 }

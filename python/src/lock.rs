@@ -2,7 +2,7 @@
 //! base with the read-only state, the lost flags, and the auto-extension handle.
 
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::pyclass_init::PyClassInitializer;
@@ -67,35 +67,61 @@ impl<'py> IntoPyObject<'py> for Grant {
 }
 
 /// Set once the lock is lost; waited on by `LostFlag` (threads) and `AsyncLostFlag` (asyncio).
+///
+/// Reading it looks at the lock itself (lost, or its validity deadline passed unextended); only
+/// a wait starts a runtime task that sets it the moment the core reports the lock lost. Many
+/// locks kept alive at once thus cost no task and no timer each until somebody waits.
 pub(crate) struct LostState {
     set: Mutex<bool>,
     cv: Condvar,
     notify: tokio::sync::Notify,
     pid: u32,
+    /// The lock (none in a forked child: there it reads as the flag alone).
+    lock: ProcessLocal<ironlock::Lock>,
+    /// The task that sets the flag, started by the first wait.
+    watching: std::sync::Once,
 }
 
 impl LostState {
-    /// A flag set the moment `lock` is reported lost (a failed extension, or the validity
-    /// deadline passing), by a runtime task that ends when the lock is lost or released.
-    pub(crate) fn watch(lock: ironlock::Lock) -> Arc<LostState> {
-        let st = Arc::new(LostState {
+    pub(crate) fn new(lock: ironlock::Lock) -> Arc<LostState> {
+        Arc::new(LostState {
             set: Mutex::new(false),
             cv: Condvar::new(),
             notify: tokio::sync::Notify::new(),
             pid: runtime::pid(),
+            lock: ProcessLocal::new(lock),
+            watching: std::sync::Once::new(),
+        })
+    }
+
+    /// Starts (once) the task that sets the flag the moment the lock is reported lost (a failed
+    /// extension, or the validity deadline passing); it ends when the lock is lost or released.
+    fn watch(self: &Arc<Self>) {
+        self.watching.call_once(|| {
+            let Some(lock) = self.lock.get().cloned() else {
+                return;
+            };
+            let flag = Arc::clone(self);
+            runtime::handle().spawn(async move {
+                lock.lost().await;
+                if lock.is_lost() {
+                    flag.set();
+                }
+            });
         });
-        let flag = st.clone();
-        runtime::handle().spawn(async move {
-            lock.lost().await;
-            if lock.is_lost() {
-                flag.set();
-            }
-        });
-        st
     }
 
     fn is_set(&self) -> bool {
-        *lock_ignoring_poison(&self.set)
+        if *lock_ignoring_poison(&self.set) {
+            return true;
+        }
+        let lost = self.lock.get().is_some_and(|lock| {
+            lock.is_lost() || (!lock.is_released() && Instant::now() >= lock.deadline())
+        });
+        if lost {
+            self.set();
+        }
+        lost
     }
 
     fn set(&self) {
@@ -124,15 +150,13 @@ impl Held {
         self.lock.any_process()
     }
 
-    /// The lost flag, with a runtime task that sets it the moment the core reports the lock
-    /// lost (a failed extension, or the validity deadline passing). The task ends when the lock
-    /// is lost or released.
+    /// The lost flag (see [`LostState`]).
     fn lost_state(&self, py: Python<'_>) -> PyResult<Arc<LostState>> {
         if let Some(st) = self.lost.get() {
             return Ok(st.clone());
         }
         let lock = self.here(py, "watch")?;
-        Ok(self.lost.get_or_init(|| LostState::watch(lock)).clone())
+        Ok(self.lost.get_or_init(|| LostState::new(lock)).clone())
     }
 }
 
@@ -379,6 +403,10 @@ impl LostFlag {
             return Err(error::forked(py, "wait on", self.st.pid));
         }
         let timeout = convert::opt_duration("timeout", timeout)?;
+        if self.st.is_set() {
+            return Ok(true);
+        }
+        self.st.watch();
         let st = self.st.clone();
         runtime::wait_interruptible(py, timeout, move |slice| {
             let set = lock_ignoring_poison(&st.set);
@@ -425,6 +453,7 @@ impl AsyncLostFlag {
         if self.st.pid != runtime::pid() && !self.st.is_set() {
             return Err(error::forked(py, "wait on", self.st.pid));
         }
+        self.st.watch();
         let st = self.st.clone();
         runtime::awaitable(py, async move {
             loop {
@@ -469,8 +498,6 @@ impl KeepAlive {
                 ),
             ));
         }
-        // Watch for loss from the start, so `lost` is set at once even if read later.
-        held.lost_state(py)?;
         Ok(KeepAlive {
             task: Mutex::new(Some(ProcessLocal::new(lock.keep_alive()))),
         })

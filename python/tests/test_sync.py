@@ -136,6 +136,32 @@ def test_using_sets_lost_at_once_when_keys_deleted(
             assert lock.lost.is_set() and not lock.valid
 
 
+def test_lost_flag_reads_set_once_validity_runs_out_with_nobody_waiting(
+    manager: ironlock.LockManager, cluster3: Cluster, name: str
+) -> None:
+    # Reading the flag looks at the lock itself: no waiter (hence no watching task) is needed
+    # for it to turn set when the validity deadline passes unextended, nor when a kept lock's
+    # extension finds its keys gone.
+    lock = manager.acquire(name, 0.3)
+    flag = lock.lost
+    assert not flag.is_set()
+    time.sleep(0.4)
+    assert flag.is_set() and not lock.valid and "set=True" in repr(flag)
+    lock.release()
+
+    kept = manager.acquire(f"{name}:kept", 0.6)
+    keeper = kept.keep_alive()
+    flag = kept.lost
+    for i in range(3):
+        cluster3.cmd(i, "DEL", f"{name}:kept")
+    deadline = time.monotonic() + 3.0
+    while not flag.is_set() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert flag.is_set() and not kept.valid
+    keeper.stop()
+    assert keys_left(cluster3, f"{name}:kept") == 0
+
+
 def test_synchronize_sync(manager: ironlock.LockManager, cluster3: Cluster, name: str) -> None:
     @ironlock.synchronize(manager, name, ttl=2.0, wait=5.0)
     def critical(x: int) -> int:
