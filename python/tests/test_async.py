@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 
 import pytest
@@ -278,6 +279,58 @@ def test_an_awaited_call_never_holds_up_the_loops_ready_callbacks_or_due_timers(
         return orders
 
     assert run(main()) == [["callback", "acquired"], ["timer", "acquired"]]
+
+
+def test_a_signal_handler_raising_while_an_awaited_call_settles_cancels_the_call(
+    cluster3: Cluster, name: str
+) -> None:
+    # Without an asyncio runner turning Ctrl-C into a cancellation (Python < 3.11, or a loop run
+    # by hand), a signal handler raises wherever Python runs. Raised while an awaited call waits
+    # for its reply on the spot, it must stop the call, as a cancellation of the waiting task
+    # would: the nodes hold every write for 300 ms, and no key may appear after that.
+    class Interrupted(Exception):
+        pass
+
+    def on_alarm(*_: object) -> None:
+        raise Interrupted()
+
+    async def main() -> int:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        await (await m.acquire(f"{name}:warm", 5.0)).release()
+        hits = 0
+        for i in range(10):
+            for n in range(3):
+                assert cluster3.cmd(n, "CLIENT", "PAUSE", "300", "WRITE") == "OK"
+            call = m.acquire(f"{name}:{i}", 10.0)
+            signal.setitimer(signal.ITIMER_REAL, 0.0005)
+            try:
+                await call
+                raise AssertionError("granted while every node held its writes")
+            except Interrupted as e:
+                frames = []
+                tb = e.__traceback__
+                while tb is not None:
+                    frames.append(tb.tb_frame.f_code.co_name)
+                    tb = tb.tb_next
+            if "__await__" in frames:
+                # Raised inside the wait: the call was stopped with it.
+                assert call.cancelled()
+                hits += 1
+            else:
+                call.cancel()  # raised before the await began: not what this test is about
+            await asyncio.sleep(0.4)
+            if hits >= 3:
+                break
+        return hits
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        hits = run(main())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert isinstance(hits, int) and hits >= 1
+    assert sum(keys_left(cluster3, f"{name}:{i}") for i in range(10)) == 0
 
 
 class NoReaderLoop(asyncio.SelectorEventLoop):

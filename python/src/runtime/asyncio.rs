@@ -280,6 +280,11 @@ impl Delivery {
     /// else turns up first ends the wait; the task then yields as usual and the call completes
     /// through the loop. Only for asyncio's own selector loop (whose queue and timers it reads);
     /// any other loop, thread or process returns at once.
+    ///
+    /// A signal that ends the wait has its Python handler run here: if that raises (Ctrl-C
+    /// where no asyncio runner turns it into a cancellation), the call is cancelled before the
+    /// exception goes up, as it would be had the task been waiting in the loop — never left
+    /// running for nobody to release what it takes.
     fn settle(&self, py: Python<'_>, fut: &Bound<'_, PyAny>) -> PyResult<()> {
         let Some(selector) = self.selector else {
             return Ok(());
@@ -287,35 +292,15 @@ impl Delivery {
         if self.pid != pid() || Handle::try_current().is_ok() {
             return Ok(());
         }
-        let event_loop = self.event_loop.bind(py).call0()?;
-        let running = cached_attr(py, &RUNNING_LOOP, "asyncio", "_get_running_loop")?.call0()?;
-        if event_loop.is_none() || !running.is(&event_loop) {
+        let Some(event_loop) = self.running_loop(py) else {
             return Ok(());
-        }
+        };
         let deadline = Instant::now() + SETTLE;
         loop {
-            if fut.call_method0(pyo3::intern!(py, "done"))?.is_truthy()?
-                || !event_loop
-                    .getattr(pyo3::intern!(py, "_ready"))?
-                    .is_empty()?
-            {
+            // Unreadable loop internals count as "busy": the call then completes the usual way.
+            let Some(wait) = idle_for(fut, &event_loop, deadline).ok().flatten() else {
                 return Ok(());
-            }
-            let mut wait = deadline.saturating_duration_since(Instant::now());
-            let timers = event_loop.getattr(pyo3::intern!(py, "_scheduled"))?;
-            if !timers.is_empty()? {
-                let when: f64 = timers
-                    .get_item(0)?
-                    .call_method0(pyo3::intern!(py, "when"))?
-                    .extract()?;
-                let now: f64 = event_loop
-                    .call_method0(pyo3::intern!(py, "time"))?
-                    .extract()?;
-                wait = wait.min(Duration::try_from_secs_f64(when - now).unwrap_or_default());
-            }
-            if wait.is_zero() {
-                return Ok(());
-            }
+            };
             match py.detach(|| evloop_runtime().await_reactor(selector, wait)) {
                 Woken::Reactor => {
                     let drove = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -326,9 +311,25 @@ impl Delivery {
                         return Ok(());
                     }
                 }
-                Woken::Other | Woken::Elapsed => return Ok(()),
+                Woken::Elapsed => return Ok(()),
+                Woken::Other => {
+                    if let Err(e) = py.check_signals() {
+                        fut.call_method0(pyo3::intern!(py, "cancel"))?;
+                        return Err(e);
+                    }
+                    return Ok(());
+                }
             }
         }
+    }
+
+    /// This delivery's loop, if it is the one running on this thread.
+    fn running_loop<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        let event_loop = self.event_loop.bind(py).call0().ok()?;
+        let running = cached_attr(py, &RUNNING_LOOP, "asyncio", "_get_running_loop")
+            .and_then(|f| f.call0())
+            .ok()?;
+        (!event_loop.is_none() && running.is(&event_loop)).then_some(event_loop)
     }
 
     /// Stops the loop watching the reactor.
@@ -393,6 +394,37 @@ impl Delivery {
     }
 }
 
+/// How long `event_loop` has nothing to do but wait for `fut` (until `deadline` or its next
+/// timer, whichever is sooner); `None` once `fut` is done or the loop has a callback ready or a
+/// timer due.
+fn idle_for(
+    fut: &Bound<'_, PyAny>,
+    event_loop: &Bound<'_, PyAny>,
+    deadline: Instant,
+) -> PyResult<Option<Duration>> {
+    let py = fut.py();
+    if fut.call_method0(pyo3::intern!(py, "done"))?.is_truthy()?
+        || !event_loop
+            .getattr(pyo3::intern!(py, "_ready"))?
+            .is_empty()?
+    {
+        return Ok(None);
+    }
+    let mut wait = deadline.saturating_duration_since(Instant::now());
+    let timers = event_loop.getattr(pyo3::intern!(py, "_scheduled"))?;
+    if !timers.is_empty()? {
+        let when: f64 = timers
+            .get_item(0)?
+            .call_method0(pyo3::intern!(py, "when"))?
+            .extract()?;
+        let now: f64 = event_loop
+            .call_method0(pyo3::intern!(py, "time"))?
+            .extract()?;
+        wait = wait.min(Duration::try_from_secs_f64(when - now).unwrap_or_default());
+    }
+    Ok((!wait.is_zero()).then_some(wait))
+}
+
 /// What a call's future (`ironlock._async._CallFuture`) holds of the call: the way to stop it
 /// when the future is cancelled (dropping the core's future, which is cancel-safe), and the
 /// loop it settles on when awaited.
@@ -409,10 +441,10 @@ impl Call {
         self.abort.abort();
     }
 
-    /// The future is awaited: see [`Delivery::settle`]. Never raises (a loop whose internals
-    /// cannot be read is simply not waited on).
-    fn settle(&self, py: Python<'_>, fut: &Bound<'_, PyAny>) {
-        let _ = self.delivery.get().settle(py, fut);
+    /// The future is awaited: see [`Delivery::settle`]. Raises only what a signal's handler
+    /// raised meanwhile (the call is cancelled then).
+    fn settle(&self, py: Python<'_>, fut: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.delivery.get().settle(py, fut)
     }
 }
 
