@@ -25,6 +25,13 @@ fn fair_config(c: &Cluster) -> Config {
     config(c).retry_delay(ms(100)).retry_jitter(ms(20))
 }
 
+/// [`fair_config`] whose waiters keep their place through a stall of up to 2 s (a loaded
+/// machine): for the tests of the line's order, where a waiter that missed its 200 ms heartbeat
+/// would step out of the line and change the order for a reason that is not the one tested.
+fn steady_config(c: &Cluster) -> Config {
+    fair_config(c).queue_timeout(Some(2 * SEC))
+}
+
 fn int(reply: &str) -> i64 {
     reply.trim().trim_start_matches(':').parse().unwrap()
 }
@@ -109,7 +116,7 @@ async fn queue_up(
     in_line: i64,
     log: &Log,
 ) -> tokio::task::JoinHandle<Lock> {
-    let m = LockManager::new(fair_config(c)).await.unwrap();
+    let m = LockManager::new(steady_config(c)).await.unwrap();
     let (name_owned, log) = (name.to_owned(), log.clone());
     let task = tokio::spawn(async move {
         let lock = take(&m, &name_owned, who.1, fair_wait(20 * SEC).fencing(true)).await;
@@ -132,15 +139,18 @@ async fn queue_up(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_readers_and_writers_are_served_in_the_order_they_queued() {
     let c = cluster(3);
-    let m = LockManager::new(fair_config(&c)).await.unwrap();
+    let m = LockManager::new(steady_config(&c)).await.unwrap();
     let name = unique("rwfair");
     let w1 = take(&m, &name, Side::Write, fair_once().fencing(true)).await;
+    // Held however long the waiters take to queue up on a loaded machine.
+    let kept = w1.keep_alive();
     let log: Log = Arc::default();
     let hold = ms(300);
     let r1 = queue_up(&c, &name, ("R1", Side::Read), hold, 1, &log).await;
     let w2 = queue_up(&c, &name, ("W2", Side::Write), hold, 2, &log).await;
-    let r2 = queue_up(&c, &name, ("R2", Side::Read), hold, 3, &log).await;
-    let r3 = queue_up(&c, &name, ("R3", Side::Read), hold, 4, &log).await;
+    // R2 and R3 hold long enough for the other's grant to come in before either leaves.
+    let r2 = queue_up(&c, &name, ("R2", Side::Read), 3 * hold, 3, &log).await;
+    let r3 = queue_up(&c, &name, ("R3", Side::Read), 3 * hold, 4, &log).await;
     // The readers' entries are told apart from the writer's.
     let line = c
         .command(
@@ -152,6 +162,7 @@ async fn fair_readers_and_writers_are_served_in_the_order_they_queued() {
     assert!(log.lock().unwrap().is_empty(), "nobody passed the holder");
     tokio::time::sleep(ms(300)).await;
     assert!(log.lock().unwrap().is_empty(), "nobody passed the holder");
+    kept.stop();
     log.lock().unwrap().push(("W1", false));
     assert!(w1.release().await.held);
     let locks: Vec<Lock> = {
@@ -188,7 +199,7 @@ async fn fair_readers_and_writers_are_served_in_the_order_they_queued() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_writer_in_line_holds_back_new_readers_fair_or_not() {
     let c = cluster(3);
-    let m = LockManager::new(fair_config(&c)).await.unwrap();
+    let m = LockManager::new(steady_config(&c)).await.unwrap();
     let name = unique("rwfair");
     let rw = m.rw_lock(name.clone());
     let r0 = rw.read(5 * SEC).await.unwrap();
@@ -364,7 +375,7 @@ async fn a_silent_waiter_holds_the_line_only_until_its_heartbeat_runs_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_plain_locks_share_the_line_with_fair_readers_and_writers() {
     let c = cluster(3);
-    let m = LockManager::new(fair_config(&c)).await.unwrap();
+    let m = LockManager::new(steady_config(&c)).await.unwrap();
     let name = unique("rwfair");
     let rw = m.rw_lock(name.clone());
     let w0 = rw.write_with(5 * SEC, fair_once()).await.unwrap();
