@@ -283,3 +283,85 @@ async fn a_kept_lock_is_not_extended_on_a_quarantined_nodes_vote() {
         "node 2 counted again before the lock ran out: the test proves nothing"
     );
 }
+
+/// Milliseconds key `key` has left on node `i` (negative: no key or no expiry).
+fn pttl(c: &Cluster, i: usize, key: &str) -> i64 {
+    let reply = c.command(i, &["PTTL", key]).expect("PTTL");
+    reply
+        .trim()
+        .trim_start_matches(':')
+        .parse()
+        .expect("an integer")
+}
+
+/// Two extensions of one lock that overlap end it at the earlier of their deadlines: the one
+/// applied last on the nodes may be the one that finished first. Here the keeper's extension
+/// to 6 s goes out first and waits for a stopped node until `node_timeout`; a manual extension
+/// to 3 s goes out after it, is applied after it on every node and finishes first, with the
+/// two nodes that answer. The keys then expire 3 s after the manual extension, so the lock's
+/// validity must not come from the keeper's 6 s, although that extension finished last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_extensions_leave_a_lock_the_earlier_deadline() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut c = cluster(3);
+    let m = LockManager::new(
+        common::config(&c)
+            .node_timeout(SEC)
+            .extension_threshold(Some(3 * SEC)),
+    )
+    .await
+    .expect("manager starts");
+    let name = unique("overlap");
+    c.pause(2).expect("SIGSTOP node 2");
+    let lock = m
+        .acquire(std::slice::from_ref(&name), 6 * SEC)
+        .await
+        .expect("granted by nodes 0 and 1");
+    // Due about 3 s after the grant (6 s less the threshold and the drift allowance).
+    let keeper = lock.keep_alive();
+    let started = Instant::now();
+    // The keeper's extension has reached node 0 when its key, below 3.5 s left by then, has
+    // its full ttl again.
+    let (mut low, mut kept_ttl) = (false, 0);
+    while started.elapsed() < 5 * SEC {
+        kept_ttl = pttl(&c, 0, &name);
+        low |= kept_ttl < 3_500;
+        if low && kept_ttl > 5_900 {
+            break;
+        }
+        tokio::time::sleep(ms(5)).await;
+    }
+    assert!(
+        low && kept_ttl > 5_900,
+        "the keeper's extension on node 0: PTTL {kept_ttl}"
+    );
+    assert_eq!(lock.extensions(), 0, "the keeper's batch waits for node 2");
+    // No extension after the one in flight; that one still settles the lock.
+    keeper.stop();
+    lock.extend(3 * SEC)
+        .await
+        .expect("extended by nodes 0 and 1");
+    assert_eq!(lock.extensions(), 1);
+    // The keeper's batch settles once its request to node 2 times out.
+    let settled = Instant::now();
+    while lock.extensions() < 2 && settled.elapsed() < 5 * SEC {
+        tokio::time::sleep(ms(10)).await;
+    }
+    assert_eq!(
+        lock.extensions(),
+        2,
+        "the keeper's extension settled: {lock:?}"
+    );
+    let validity = lock.validity();
+    assert!(!validity.is_zero(), "{lock:?}");
+    for i in 0..2 {
+        let left = pttl(&c, i, &name);
+        assert!(
+            left > 0 && validity <= Duration::from_millis(left as u64),
+            "node {i}: the key has {left} ms left, the lock says {validity:?} (the keeper's 6 s \
+             extension finished last but ran first)"
+        );
+    }
+    c.resume(2).expect("SIGCONT node 2");
+    assert!(lock.release().await.held);
+}
