@@ -468,13 +468,25 @@ pub fn block_sigpipe() {
 
 /// SIGPIPE blocked on a caller's thread while it drives the runtime (see the module).
 mod sigpipe {
-    /// Blocks SIGPIPE until dropped; then takes off the thread a SIGPIPE raised meanwhile (not
-    /// one that was pending before) and restores the mask. Nothing to do on a thread that
-    /// blocked it already, nor in a process that ignores it.
+    #[cfg(unix)]
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Set once a call found SIGPIPE not ignored (a C program): from then on every call guards
+    /// its thread without reading the disposition first. Guarding where SIGPIPE is ignored is
+    /// harmless, only one system call dearer; not guarding where it is not would end the
+    /// process, so "ignored" is never remembered (a program may restore the default action at
+    /// any time, as Python scripts piping their output do).
+    #[cfg(unix)]
+    static GUARD_ALWAYS: AtomicBool = AtomicBool::new(false);
+
+    /// Blocks SIGPIPE until dropped; then takes off the thread a SIGPIPE raised meanwhile and
+    /// restores the mask. Nothing to do on a thread that blocked it already (a SIGPIPE pending
+    /// there is the program's own), nor in a process that ignores it. Where it was not blocked,
+    /// none can have been pending before the call: it would have been delivered.
     pub(super) struct Held {
-        /// The mask to restore, and whether a SIGPIPE was pending when it was blocked.
+        /// The mask to restore.
         #[cfg(unix)]
-        restore: Option<(libc::sigset_t, bool)>,
+        restore: Option<libc::sigset_t>,
     }
 
     /// The set holding SIGPIPE alone.
@@ -500,24 +512,17 @@ mod sigpipe {
         }
     }
 
-    #[cfg(unix)]
-    fn pending() -> bool {
-        // SAFETY: sigpending fills an initialised set.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigpending(&mut set) == 0 && libc::sigismember(&set, libc::SIGPIPE) == 1
-        }
-    }
-
     impl Held {
         pub(super) fn new() -> Held {
             #[cfg(unix)]
             {
-                if ignored() {
-                    // Nothing to guard against (Node and Python ignore it): one system call
-                    // instead of four per call.
-                    return Held { restore: None };
+                if !GUARD_ALWAYS.load(Ordering::Relaxed) {
+                    if ignored() {
+                        // Nothing to guard against (Python ignores it): one system call
+                        // instead of three per call.
+                        return Held { restore: None };
+                    }
+                    GUARD_ALWAYS.store(true, Ordering::Relaxed);
                 }
                 let set = pipe_set();
                 // SAFETY: initialised sets; pthread_sigmask on the calling thread.
@@ -533,9 +538,7 @@ mod sigpipe {
                 if unsafe { libc::sigismember(&old, libc::SIGPIPE) } == 1 {
                     return Held { restore: None };
                 }
-                Held {
-                    restore: Some((old, pending())),
-                }
+                Held { restore: Some(old) }
             }
             #[cfg(not(unix))]
             Held {}
@@ -545,18 +548,19 @@ mod sigpipe {
     impl Drop for Held {
         fn drop(&mut self) {
             #[cfg(unix)]
-            if let Some((old, was_pending)) = self.restore.take() {
-                if !was_pending && pending() {
-                    let set = pipe_set();
-                    let now = libc::timespec {
-                        tv_sec: 0,
-                        tv_nsec: 0,
-                    };
-                    // SAFETY: takes the pending SIGPIPE off this thread without waiting.
-                    unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &now) };
+            if let Some(old) = self.restore.take() {
+                let set = pipe_set();
+                let now = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                // SAFETY: takes a SIGPIPE raised meanwhile off this thread without waiting (one
+                // system call whether or not one is pending), then restores the mask read when
+                // blocking.
+                unsafe {
+                    libc::sigtimedwait(&set, std::ptr::null_mut(), &now);
+                    libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
                 }
-                // SAFETY: restores the mask read when blocking.
-                unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
             }
         }
     }

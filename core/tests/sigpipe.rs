@@ -70,10 +70,19 @@ fn write_to_a_reset_socket(rt: &DrivenRuntime) -> Vec<std::io::ErrorKind> {
 
 #[test]
 fn a_write_to_a_reset_connection_does_not_kill_a_c_host() {
-    // As in a C program (Rust's own start-up ignores SIGPIPE).
+    let rt = DrivenRuntime::new("sigpipe-test", 1).unwrap();
+    // First as a Python program that restores the default action after some calls (a script
+    // piping its output): calls made while SIGPIPE is ignored leave the thread alone and must
+    // not make the later ones skip their guard.
+    // SAFETY: sets the process's disposition of SIGPIPE.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    for _ in 0..3 {
+        rt.block_on(async { assert!(!sigpipe_blocked(), "ignored: the mask is left alone") });
+    }
+    // Then as in a C program (Rust's own start-up ignores SIGPIPE).
     // SAFETY: sets the process's disposition of SIGPIPE to its default.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let rt = DrivenRuntime::new("sigpipe-test", 1).unwrap();
+    rt.block_on(async { assert!(sigpipe_blocked(), "blocked while a call drives") });
 
     // The runtime's own threads block it for good: a blocking-pool thread started from this
     // thread outside any call (it would inherit this thread's mask, which lets SIGPIPE through).
