@@ -119,7 +119,8 @@ pub(crate) fn cluster_client(
 ) -> Result<redis::cluster::ClusterClient, String> {
     let mut b = redis::cluster::ClusterClientBuilder::new(seeds.to_vec())
         .connection_timeout(connect_timeout)
-        .retries(2);
+        .retries(2)
+        .tcp_settings(template.tcp_settings().clone().set_nodelay(true));
     let settings = template.redis_settings();
     if let Some(user) = settings.username() {
         b = b.username(user);

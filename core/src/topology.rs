@@ -153,6 +153,11 @@ pub(crate) fn build_client(
     tls: &EffectiveTls,
     info: redis::ConnectionInfo,
 ) -> Result<redis::Client, String> {
+    // TCP_NODELAY, as the server sets on its side: a request is written at once even while an
+    // earlier one to the node is unanswered (a round decided by the quorum leaves the slowest
+    // node's request outstanding), instead of waiting for that node's acknowledgement.
+    let nodelay = info.tcp_settings().clone().set_nodelay(true);
+    let info = info.set_tcp_settings(nodelay);
     let uses_tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
     match certificates(tls) {
         Some(certs) if uses_tls => {

@@ -74,6 +74,22 @@ async fn a_cluster_voter_locks_any_name_and_keeps_exclusion_through_a_shard_fail
             assert!(lock.release().await.held, "{name}");
         }
     }
+    // Every connection to the cluster's nodes writes a request at once (TCP_NODELAY).
+    #[cfg(target_os = "linux")]
+    {
+        let ports = c.url();
+        let ports: Vec<u16> = ports
+            .trim_start_matches("redis-cluster://")
+            .split(',')
+            .map(|a| a.rsplit(':').next().unwrap().parse().unwrap())
+            .collect();
+        let options: Vec<i32> = ports
+            .iter()
+            .flat_map(|&p| common::nodelay_of_sockets_to(p))
+            .collect();
+        assert!(!options.is_empty(), "no connection to {ports:?}");
+        assert!(options.iter().all(|&on| on != 0), "{options:?}");
+    }
     // A semaphore on a cluster voter.
     let sem = manager.semaphore(unique("cl-sem").as_str(), 2);
     let a = sem.acquire(MAX_TTL).await.expect("permit 1");

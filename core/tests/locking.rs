@@ -763,3 +763,23 @@ async fn min_hold_is_checked() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(e.to_string().contains("min_hold"), "{e}");
 }
+
+/// Every connection to a node sets `TCP_NODELAY`, as the server does on its side: a request is
+/// written at once even while an earlier one to that node is unanswered (a round decided by the
+/// quorum leaves the slowest node's request outstanding), instead of waiting behind the node's
+/// acknowledgement.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn connections_to_the_nodes_set_tcp_nodelay() {
+    let c = cluster(1);
+    let port: u16 = c.urls()[0].rsplit(':').next().unwrap().parse().unwrap();
+    let m = manager(&c).await;
+    let lock = m.acquire(&[unique("nodelay")], 5 * SEC).await.unwrap();
+    assert!(lock.release().await.held);
+    let options = common::nodelay_of_sockets_to(port);
+    assert!(!options.is_empty(), "no connection to port {port} found");
+    assert!(
+        options.iter().all(|&on| on != 0),
+        "TCP_NODELAY per connection to the node: {options:?}"
+    );
+}

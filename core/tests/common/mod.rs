@@ -91,3 +91,43 @@ pub async fn restart(c: &mut Cluster, m: &LockManager, i: usize) {
     tokio::task::block_in_place(|| c.restart(i)).unwrap();
     reconnected(m, i, &before).await;
 }
+
+/// The `TCP_NODELAY` option of every socket of this process connected to `port` on loopback.
+#[cfg(target_os = "linux")]
+pub fn nodelay_of_sockets_to(port: u16) -> Vec<i32> {
+    use std::os::fd::RawFd;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Some(fd) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<RawFd>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: getpeername and getsockopt fill initialised structs of the sizes given; a
+        // descriptor that is not a connected IPv4 socket just fails.
+        unsafe {
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            if libc::getpeername(fd, std::ptr::from_mut(&mut addr).cast(), &mut len) != 0
+                || i32::from(addr.sin_family) != libc::AF_INET
+                || u16::from_be(addr.sin_port) != port
+            {
+                continue;
+            }
+            let mut on: libc::c_int = 0;
+            let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            let got = libc::getsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                std::ptr::from_mut(&mut on).cast(),
+                &mut size,
+            );
+            assert_eq!(got, 0, "getsockopt on fd {fd}");
+            found.push(on);
+        }
+    }
+    found
+}
