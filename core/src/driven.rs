@@ -554,13 +554,21 @@ mod sigpipe {
                     tv_sec: 0,
                     tv_nsec: 0,
                 };
-                // SAFETY: takes a SIGPIPE raised meanwhile off this thread without waiting (one
-                // system call whether or not one is pending), then restores the mask read when
-                // blocking.
-                unsafe {
-                    libc::sigtimedwait(&set, std::ptr::null_mut(), &now);
-                    libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+                // Takes a SIGPIPE raised meanwhile off this thread without waiting (one system
+                // call whether or not one is pending; again if a handler of another signal
+                // interrupted it, so that none is left to end the process once unblocked), then
+                // restores the mask read when blocking.
+                for _ in 0..8 {
+                    // SAFETY: an initialised set and timespec; no siginfo wanted.
+                    let r = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &now) };
+                    let interrupted = r == -1
+                        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
+                    if !interrupted {
+                        break;
+                    }
                 }
+                // SAFETY: restores the mask read when blocking, on this thread.
+                unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
             }
         }
     }
