@@ -365,3 +365,81 @@ async fn overlapping_extensions_leave_a_lock_the_earlier_deadline() {
     c.resume(2).expect("SIGCONT node 2");
     assert!(lock.release().await.held);
 }
+
+/// An extension the keeper sends in time but that a quorum confirms only after the lock's
+/// validity ran out does not bring the lock back to life (in that gap another client may have
+/// held the lock): the lock is lost, its holder is told, and its keys are deleted. Here the one
+/// node is stopped just before the keeper's extension goes out and resumed after the deadline,
+/// well inside `node_timeout`; its key outlives the client's validity by the drift allowance, so
+/// the late extension does happen on the node and answers "extended".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_lock_whose_extension_is_confirmed_after_its_deadline_is_lost() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut c = cluster(1);
+    let m = LockManager::new(
+        common::config(&c)
+            .drift_constant(ms(1500))
+            .node_timeout(SEC)
+            .extension_threshold(Some(ms(300)))
+            .retry_count(0),
+    )
+    .await
+    .expect("manager starts");
+    let name = unique("late-kept");
+    let lock = m
+        .acquire(std::slice::from_ref(&name), 4 * SEC)
+        .await
+        .expect("granted");
+    // Validity about 2.46 s (4 s less 1.54 s of drift); the key lives 4 s on the node. The
+    // keeper's extension is due 300 ms before the deadline.
+    let deadline = lock.deadline();
+    let keeper = lock.keep_alive();
+    tokio::time::sleep_until((deadline - ms(400)).into()).await;
+    c.pause(0).expect("SIGSTOP node 0");
+    tokio::time::sleep_until((deadline + ms(150)).into()).await;
+    c.resume(0).expect("SIGCONT node 0");
+    // Until the keeper has counted the node's answer to its extension (the acquire's vote is
+    // the first): it settles the lock before it counts.
+    let answered =
+        |s: &ironlock::Stats| s.votes_for + s.votes_against + s.votes_timeout + s.votes_error >= 2;
+    let since = Instant::now();
+    while !answered(&m.stats()) && since.elapsed() < 2 * SEC {
+        tokio::time::sleep(ms(5)).await;
+    }
+    // The scenario happened as described: the keeper's request was answered "extended" — not
+    // timed out, refused or failed.
+    let stats = m.stats();
+    assert!(
+        answered(&stats),
+        "the keeper's batch did not settle: {stats:?}"
+    );
+    assert_eq!(
+        (stats.votes_against, stats.votes_timeout, stats.votes_error),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(
+        lock.extensions(),
+        0,
+        "an extension confirmed after the deadline revived the lock: {lock:?}"
+    );
+    assert!(!lock.is_valid(), "{lock:?}");
+    assert!(
+        tokio::time::timeout(SEC, lock.lost()).await.is_ok() && lock.is_lost(),
+        "the holder was not told the lock is lost: {lock:?}"
+    );
+    // The keys the late extension renewed are deleted, so the next client need not wait.
+    let mut left = pttl(&c, 0, &name);
+    let since = Instant::now();
+    while left != -2 && since.elapsed() < SEC {
+        tokio::time::sleep(ms(10)).await;
+        left = pttl(&c, 0, &name);
+    }
+    assert_eq!(left, -2, "the lost lock's key is still on the node");
+    drop(keeper);
+    let other = m
+        .acquire(std::slice::from_ref(&name), 4 * SEC)
+        .await
+        .expect("the resource is free again");
+    assert!(other.release().await.held);
+}
