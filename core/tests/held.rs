@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{Cluster, SEC, cluster, manager, ms, unique};
 use futures_util::future::join_all;
-use ironlock::{KeepAlive, Lock, LockManager};
+use ironlock::{KeepAlive, Lock, LockManager, Vote};
 
 /// The tests of this file one at a time: each holds thousands of locks, and two at once on a
 /// 2-core machine measure the machine, not the library.
@@ -442,4 +442,154 @@ async fn a_kept_lock_whose_extension_is_confirmed_after_its_deadline_is_lost() {
         .await
         .expect("the resource is free again");
     assert!(other.release().await.held);
+}
+
+/// When the keeper extends a kept lock: a third of its ttl before its deadline by default, and
+/// never more than half of its ttl before it (an `extension_threshold` above half the ttl is
+/// capped there, not taken as it is: a lock would otherwise be due again as soon as extended).
+/// The validity an extension gives is at most the ttl less the drift allowance, as a grant's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_locks_are_extended_a_third_of_their_ttl_before_the_deadline_at_most_half() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster(3);
+    let drift = ms(200);
+    let default = LockManager::new(common::config(&c).drift_constant(drift))
+        .await
+        .expect("manager starts");
+    let capped = LockManager::new(
+        common::config(&c)
+            .drift_constant(drift)
+            .extension_threshold(Some(10 * SEC)),
+    )
+    .await
+    .expect("manager starts");
+    let ttl = 3 * SEC;
+    let mut watched = Vec::new();
+    for (m, threshold) in [(&default, ttl / 3), (&capped, ttl / 2)] {
+        let lock = m
+            .acquire(&[unique("threshold")], ttl)
+            .await
+            .expect("granted");
+        let before = lock.deadline();
+        let keeper = lock.keep_alive();
+        watched.push((lock, keeper, before, threshold));
+    }
+    // Each lock's first extension, as its count shows it, and the validity it gave.
+    let mut first: Vec<Option<(Instant, Duration)>> = vec![None; watched.len()];
+    let started = Instant::now();
+    while first.iter().any(Option::is_none) && started.elapsed() < ttl {
+        for (at, (lock, ..)) in first.iter_mut().zip(&watched) {
+            if at.is_none() && lock.extensions() > 0 {
+                *at = Some((Instant::now(), lock.validity()));
+            }
+        }
+        tokio::time::sleep(ms(2)).await;
+    }
+    for ((lock, _, before, threshold), at) in watched.iter().zip(&first) {
+        let (at, validity) = at.unwrap_or_else(|| panic!("never extended: {lock:?}"));
+        let early = before.saturating_duration_since(at);
+        assert!(
+            early.abs_diff(*threshold) <= ms(150),
+            "extended {early:?} before its deadline, expected {threshold:?}: {lock:?}"
+        );
+        assert!(
+            validity <= ttl - drift,
+            "the extension gave {validity:?} of validity, past the ttl less the drift: {lock:?}"
+        );
+        assert_eq!(lock.extensions(), 1, "{lock:?}");
+    }
+    for (lock, keeper, ..) in watched {
+        keeper.stop();
+        assert!(lock.release().await.held);
+    }
+}
+
+/// A kept lock that its holder extended meanwhile is not extended again when it was due before:
+/// the keeper queues it at its new due time, and extends it then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_extension_postpones_the_keepers() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster(3);
+    let m = manager(&c).await;
+    let ttl = 3 * SEC;
+    let lock = m
+        .acquire(&[unique("postponed")], ttl)
+        .await
+        .expect("granted");
+    let keeper = lock.keep_alive();
+    let due = lock.deadline() - ttl / 3;
+    tokio::time::sleep_until((due - ms(300)).into()).await;
+    lock.extend(ttl).await.expect("extended by hand");
+    assert_eq!(lock.extensions(), 1);
+    tokio::time::sleep_until((due + ms(300)).into()).await;
+    assert_eq!(
+        lock.extensions(),
+        1,
+        "the keeper extended it again at its old due time: {lock:?}"
+    );
+    let due = lock.deadline() - ttl / 3;
+    tokio::time::sleep_until((due + ms(300)).into()).await;
+    assert_eq!(lock.extensions(), 2, "not kept after all: {lock:?}");
+    keeper.stop();
+    assert!(lock.release().await.held);
+}
+
+/// `max_extensions` bounds auto-extension too: a kept lock is extended that many times, then runs
+/// out at its deadline; its holder is told it is lost and its keys are deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_lock_is_extended_max_extensions_times_then_runs_out() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster(3);
+    let m = LockManager::new(common::config(&c).max_extensions(Some(2)))
+        .await
+        .expect("manager starts");
+    let name = unique("max-extensions");
+    let lock = m
+        .acquire(std::slice::from_ref(&name), ms(900))
+        .await
+        .expect("granted");
+    let keeper = lock.keep_alive();
+    // Extended about 0.6 and 1.2 s after the grant, then valid until about 2.1 s.
+    let told = tokio::time::timeout(3 * SEC, lock.lost()).await.is_ok();
+    assert!(told && lock.is_lost(), "{lock:?}");
+    assert_eq!(lock.extensions(), 2, "{lock:?}");
+    tokio::time::sleep(ms(500)).await;
+    assert_eq!(
+        lock.extensions(),
+        2,
+        "extended past max_extensions: {lock:?}"
+    );
+    for i in 0..3 {
+        assert_eq!(pttl(&c, i, &name), -2, "node {i} still has the key");
+    }
+    drop(keeper);
+}
+
+/// The report of a kept lock's extension names each node's answer: a node that is down shows
+/// as such, not as having extended the lock with the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_locks_report_shows_the_node_that_did_not_extend_it() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut c = cluster(3);
+    let m = manager(&c).await;
+    let lock = m
+        .acquire(&[unique("report")], ms(1500))
+        .await
+        .expect("granted");
+    c.kill(2).expect("kill node 2");
+    let keeper = lock.keep_alive();
+    let started = Instant::now();
+    while lock.extensions() == 0 && started.elapsed() < 2 * SEC {
+        tokio::time::sleep(ms(5)).await;
+    }
+    assert_eq!(lock.extensions(), 1, "{lock:?}");
+    let votes: Vec<Vote> = lock.report().nodes.iter().map(|n| n.vote).collect();
+    assert_eq!(&votes[..2], &[Vote::For, Vote::For], "{:?}", lock.report());
+    assert!(
+        matches!(votes[2], Vote::Error | Vote::Timeout),
+        "the dead node's vote: {:?}",
+        lock.report()
+    );
+    keeper.stop();
+    assert!(lock.release().await.held);
 }
