@@ -2,14 +2,21 @@
 # The Python package's test suite: builds the abi3 wheel, installs it into the repo's .venv and
 # runs pytest against real redis-server nodes (tests/harness). Called from the repo root;
 # idempotent. Extra arguments go to pytest.
+# IRONLOCK_TEST_PYTHON=/path/to/python3.X runs the same suite on another CPython, in a venv of its
+# own (target/venv-3.X); scripts/test does so with the newest CPython at hand.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-VENV="$ROOT/.venv"
+BASE="${IRONLOCK_TEST_PYTHON:-python3}"
+if [ -n "${IRONLOCK_TEST_PYTHON:-}" ]; then
+    VENV="$ROOT/target/venv-$("$BASE" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+else
+    VENV="$ROOT/.venv"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV"
+    "$BASE" -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
 have() { "$PY" -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('$1').startswith('$2') else 1)" 2>/dev/null; }
