@@ -174,6 +174,66 @@ async fn a_node_restarted_after_the_acquire_is_reseated_even_if_it_did_not_answe
     assert_eq!(get(&urls[3], &r).await, None);
 }
 
+/// A connection to a node that broke while the server kept running (here `CLIENT KILL`) is not
+/// a restart: the manager reconnects to the same process (same `run_id`), whose data did not
+/// go away, so a key of the lock missing there is not written back — only a restarted node's
+/// keys are re-seated. (Were a reconnection counted as a new lifetime of the node's data, the
+/// next extension would re-seat here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnection_to_the_same_server_process_is_not_a_restart() {
+    let c = cluster(3);
+    let urls = c.urls();
+    let m = LockManager::new(quarantined(&c, 2 * SEC)).await.unwrap();
+    // Past the quarantine of a node this young (max_ttl + drift + 1 s), with a second to spare:
+    // the quarantine goes by the server's uptime, so a reconnection now owes none.
+    tokio::time::sleep(ms(4200)).await;
+    let r = unique("same-process");
+    let lock = m.acquire(&[&r], 2 * SEC).await.expect("granted");
+    let before = m.node_status()[0].clone();
+    let deleted: i64 = cmd(&urls[0], &["DEL", &r]).await;
+    assert_eq!(deleted, 1);
+    // Every other plain connection to node 0 (the manager's) is closed; the server runs on.
+    let killed: i64 = cmd(
+        &urls[0],
+        &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"],
+    )
+    .await;
+    assert!(
+        killed >= 1,
+        "the manager's connection to node 0 was not found"
+    );
+    let reconnected = || async {
+        if let Ok(probe) = m.acquire(&[unique("probe")], ms(500)).await {
+            probe.release().await;
+        }
+        let st = &m.node_status()[0];
+        st.connected && st.reconnects > before.reconnects
+    };
+    let why = || format!("node 0 never reconnected: {:?}", m.node_status()[0]);
+    eventually(5 * SEC, reconnected, why).await;
+    let after = m.node_status()[0].clone();
+    assert_eq!(after.run_id, before.run_id, "the same server process");
+    assert!(
+        after.eligible,
+        "a reconnection is not quarantined: {after:?}"
+    );
+
+    lock.extend(2 * SEC).await.expect("nodes 1 and 2 hold it");
+    assert!(
+        matches!(lock.report().nodes[0].vote, Vote::Against | Vote::Pending),
+        "{:?}",
+        lock.report()
+    );
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(get(&urls[0], &r).await, None, "never written back");
+    assert_eq!(m.node_status()[0].reseats, 0);
+    assert!(lock.release().await.held);
+    m.flush().await;
+    for url in &urls {
+        assert_eq!(get(url, &r).await, None, "{url}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reseat_off_leaves_a_restarted_node_empty() {
     let mut c = cluster(3);
