@@ -217,6 +217,7 @@ async fn a_reconnection_to_the_same_server_process_is_not_a_restart() {
         after.eligible,
         "a reconnection is not quarantined: {after:?}"
     );
+    assert_eq!(after.quarantines, before.quarantines, "{after:?}");
 
     lock.extend(2 * SEC).await.expect("nodes 1 and 2 hold it");
     assert!(
