@@ -13,10 +13,11 @@ use crate::alarm::Alarm;
 use crate::config::{ClusterSpec, EffectiveTls, NodeSpec, SentinelSpec, scrub};
 use crate::drain::{Draining, InFlight};
 use crate::shards::{self, Conn, Shard};
-use crate::topology::{self, Identities, ServerInfo, build_client, parse_info};
+use crate::topology::{self, Identities, SENTINEL_LEASE, ServerInfo, build_client, parse_info};
 
 mod coalesce;
 mod connect;
+mod watch;
 
 /// Resolves a TLS server name to the host the node's URL gives (the connection goes to that
 /// host; the certificate is checked against the name).
@@ -110,6 +111,11 @@ struct State {
     closed: bool,
     /// A Sentinel voter's master, as the sentinels named it at the last connection.
     master: Option<String>,
+    /// A Sentinel voter: when the last question that a majority of its sentinels answered with
+    /// this master was asked (its votes count for [`SENTINEL_LEASE`] from then).
+    confirmed_at: Option<Instant>,
+    /// A Sentinel voter: why its sentinels did not confirm the master at the last check.
+    unconfirmed: Option<String>,
 }
 
 /// Counters of one node's votes since the manager started.
@@ -152,6 +158,8 @@ pub(crate) struct Node {
     replica_acks: u32,
     state: Mutex<State>,
     reconnecting: AtomicBool,
+    /// A Sentinel voter's watch of its sentinels runs (`watch`).
+    watching: AtomicBool,
     /// The last attempt found that the host name does not resolve.
     unresolvable: AtomicBool,
     /// The last attempt was refused the credentials.
@@ -217,7 +225,8 @@ pub struct NodeStatus {
     pub url: String,
     /// A connection is open.
     pub connected: bool,
-    /// Connected and out of restart quarantine: its "yes" votes count.
+    /// Connected, out of restart and failover quarantine, and (a Sentinel voter) its master
+    /// confirmed by a majority of its sentinels within the last 2 s: its "yes" votes count.
     pub eligible: bool,
     /// Time left in restart quarantine.
     pub quarantine_remaining: Duration,
@@ -367,8 +376,11 @@ impl Node {
                 last_error: Some("not connected yet".to_owned()),
                 closed: false,
                 master: None,
+                confirmed_at: None,
+                unconfirmed: None,
             }),
             reconnecting: AtomicBool::new(false),
+            watching: AtomicBool::new(false),
             unresolvable: AtomicBool::new(false),
             auth_refused: AtomicBool::new(false),
             set_nx_get: AtomicBool::new(false),
@@ -445,16 +457,25 @@ impl Node {
         self.data_epoch.load(Ordering::Acquire)
     }
 
-    /// Whether this node's "yes" counts now (restart quarantine over, and not the same server
-    /// as an earlier node).
+    /// Whether this node's "yes" counts now: restart and failover quarantine over, not the same
+    /// server as an earlier node, and for a Sentinel voter, its master confirmed by a majority
+    /// of its sentinels within [`SENTINEL_LEASE`].
     pub(crate) fn eligible(&self) -> bool {
-        !self.identities.is_shadowed(self.index)
-            && Instant::now()
-                >= self
-                    .state
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .eligible_at
+        if self.identities.is_shadowed(self.index) {
+            return false;
+        }
+        let now = Instant::now();
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        now >= st.eligible_at && self.confirmed(&st, now)
+    }
+
+    /// A Sentinel voter's master was named by a majority of its sentinels less than
+    /// [`SENTINEL_LEASE`] ago (always true of other voters).
+    fn confirmed(&self, st: &State, now: Instant) -> bool {
+        self.sentinel.is_none()
+            || st
+                .confirmed_at
+                .is_some_and(|asked| now < asked + SENTINEL_LEASE)
     }
 
     /// Why this node's "yes" does not count yet, for the report: when it restarted and when it
@@ -465,6 +486,20 @@ impl Node {
         }
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
+        if now >= st.eligible_at && !self.confirmed(&st, now) {
+            let master = st.master.as_deref().unwrap_or("its master");
+            let last = match st.confirmed_at {
+                Some(asked) => format!("{:.1} s ago", now.duration_since(asked).as_secs_f64()),
+                None => "never".to_owned(),
+            };
+            return format!(
+                "not confirmed as the master: a majority of its sentinels last named {master} {last}, and its votes count for {} s after they do (a failover may have replaced it){}",
+                SENTINEL_LEASE.as_secs(),
+                st.unconfirmed
+                    .as_deref()
+                    .map_or(String::new(), |why| format!("; {why}"))
+            );
+        }
         let left = st.eligible_at.saturating_duration_since(now);
         let up = match (&st.info, st.connected_at) {
             (Some(info), Some(at)) => info.uptime + now.saturating_duration_since(at),
@@ -670,14 +705,15 @@ impl Node {
     /// A snapshot for [`LockManager::node_status`](crate::LockManager::node_status).
     pub(crate) fn status(&self) -> NodeStatus {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let quarantined = st.conn.is_some() && Instant::now() < st.eligible_at;
         let now = Instant::now();
+        let quarantined = st.conn.is_some() && (now < st.eligible_at || !self.confirmed(&st, now));
         let info = st.info.clone().unwrap_or_default();
         let mut status = NodeStatus {
             url: self.display.to_string(),
             connected: st.conn.is_some(),
             eligible: st.conn.is_some()
                 && now >= st.eligible_at
+                && self.confirmed(&st, now)
                 && !self.identities.is_shadowed(self.index),
             quarantine_remaining: st.eligible_at.saturating_duration_since(now),
             run_id: info.run_id,

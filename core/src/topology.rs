@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::AsyncConnectionConfig;
+use redis::aio::MultiplexedConnection;
 
 use crate::config::{EffectiveTls, SentinelSpec};
 
@@ -81,56 +82,96 @@ pub(crate) struct ServerInfo {
     pub(crate) cluster_node: bool,
 }
 
-/// Asks every sentinel of a Sentinel voter at once which node is the master now, and returns a
-/// client for it (built from the data nodes' `template`) and its `host:port`. A majority of the
-/// configured sentinels must name the same address: a lone sentinel cut off from the others may
-/// still name a master that was replaced.
-pub(crate) async fn find_master(
-    spec: &SentinelSpec,
-    template: &redis::ConnectionInfo,
-    tls: &EffectiveTls,
-    timeout: Duration,
-    scrub: impl Fn(&str) -> String,
-) -> Result<(redis::Client, String), String> {
-    let asks = spec.sentinels.iter().map(|info| async move {
-        let client = build_client(tls, info.clone())?;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout));
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(|e| e.to_string())?;
-        redis::cmd("SENTINEL")
-            .arg("GET-MASTER-ADDR-BY-NAME")
-            .arg(&spec.master)
-            .query_async::<Option<(String, u16)>>(&mut conn)
-            .await
-            .map_err(|e| e.to_string())
-    });
-    let answers = futures_util::future::join_all(asks).await;
-    let need = spec.sentinels.len() / 2 + 1;
-    let mut named: Vec<((String, u16), usize)> = Vec::new();
-    let mut errors = Vec::new();
-    for (k, a) in answers.into_iter().enumerate() {
-        match a {
-            Ok(Some(addr)) => match named.iter_mut().find(|(x, _)| *x == addr) {
-                Some((_, n)) => *n += 1,
-                None => named.push((addr, 1)),
-            },
-            Ok(None) => errors.push(format!(
-                "sentinel {k} knows no master named {:?}",
-                spec.master
-            )),
-            Err(e) => errors.push(format!("sentinel {k}: {}", scrub(&e))),
+/// How long a Sentinel voter's master counts after a majority of its sentinels last named it:
+/// its votes count only while the sentinels confirmed it within this time, and a master promoted
+/// by a failover serves this much more quarantine. Sentinel can fail over from a master that is
+/// still running (a pause, a partition, or a new master it wrongly saw as down right after a
+/// failover, then failed back from), and that master keeps answering as a master, its clients
+/// none the wiser, until the sentinels demote it seconds later: each vote from it counts only
+/// if the sentinels named it less than this long before, and the new master counts only once
+/// every lock granted by the old one until then has expired.
+pub(crate) const SENTINEL_LEASE: Duration = Duration::from_secs(2);
+
+/// How often a connected Sentinel voter asks its sentinels again (a quarter of the lease, so
+/// that a sentinel or two slow to answer does not let the lease lapse).
+pub(crate) const SENTINEL_RECHECK: Duration = Duration::from_millis(500);
+
+/// Connections to a Sentinel voter's sentinels, made when first needed and again after an
+/// error (the connect-time lookup uses fresh ones; the watch of a connected voter keeps them).
+pub(crate) struct SentinelLinks {
+    conns: Vec<Option<MultiplexedConnection>>,
+}
+
+impl SentinelLinks {
+    pub(crate) fn new(spec: &SentinelSpec) -> SentinelLinks {
+        SentinelLinks {
+            conns: vec![None; spec.sentinels.len()],
         }
     }
-    let Some(((host, port), _)) = named.iter().find(|(_, n)| *n >= need).cloned() else {
+
+    /// Asks every sentinel at once which node is the master now, and returns its `host:port`
+    /// when a majority of the configured sentinels name the same address: a lone sentinel cut
+    /// off from the others may still name a master that was replaced.
+    pub(crate) async fn majority(
+        &mut self,
+        spec: &SentinelSpec,
+        tls: &EffectiveTls,
+        timeout: Duration,
+        scrub: impl Fn(&str) -> String,
+    ) -> Result<(String, u16), String> {
+        let asks = self
+            .conns
+            .iter_mut()
+            .zip(&spec.sentinels)
+            .map(|(slot, info)| async move {
+                if slot.is_none() {
+                    let client = build_client(tls, info.clone())?;
+                    let config = AsyncConnectionConfig::new()
+                        .set_connection_timeout(Some(timeout))
+                        .set_response_timeout(Some(timeout));
+                    *slot = Some(
+                        client
+                            .get_multiplexed_async_connection_with_config(&config)
+                            .await
+                            .map_err(|e| e.to_string())?,
+                    );
+                }
+                let conn = slot.as_mut().expect("connected above");
+                let reply = redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(&spec.master)
+                    .query_async::<Option<(String, u16)>>(conn)
+                    .await;
+                if reply.is_err() {
+                    *slot = None;
+                }
+                reply.map_err(|e| e.to_string())
+            });
+        let answers = futures_util::future::join_all(asks).await;
+        let need = spec.sentinels.len() / 2 + 1;
+        let mut named: Vec<((String, u16), usize)> = Vec::new();
+        let mut errors = Vec::new();
+        for (k, a) in answers.into_iter().enumerate() {
+            match a {
+                Ok(Some(addr)) => match named.iter_mut().find(|(x, _)| *x == addr) {
+                    Some((_, n)) => *n += 1,
+                    None => named.push((addr, 1)),
+                },
+                Ok(None) => errors.push(format!(
+                    "sentinel {k} knows no master named {:?}",
+                    spec.master
+                )),
+                Err(e) => errors.push(format!("sentinel {k}: {}", scrub(&e))),
+            }
+        }
+        if let Some((addr, _)) = named.iter().find(|(_, n)| *n >= need) {
+            return Ok(addr.clone());
+        }
         let said: Vec<String> = named
             .iter()
             .map(|((h, p), n)| format!("{h}:{p} ({n})"))
             .collect();
-        return Err(format!(
+        Err(format!(
             "no majority of the {} sentinels names the master of {:?} (need {need}; named: {}{}{})",
             spec.sentinels.len(),
             spec.master,
@@ -141,8 +182,23 @@ pub(crate) async fn find_master(
             },
             if errors.is_empty() { "" } else { "; " },
             errors.join("; ")
-        ));
-    };
+        ))
+    }
+}
+
+/// Asks the sentinels of a Sentinel voter which node is the master now (a majority must agree,
+/// see [`SentinelLinks::majority`]), and returns a client for it (built from the data nodes'
+/// `template`) and its `host:port`.
+pub(crate) async fn find_master(
+    spec: &SentinelSpec,
+    template: &redis::ConnectionInfo,
+    tls: &EffectiveTls,
+    timeout: Duration,
+    scrub: impl Fn(&str) -> String,
+) -> Result<(redis::Client, String), String> {
+    let (host, port) = SentinelLinks::new(spec)
+        .majority(spec, tls, timeout, scrub)
+        .await?;
     let addr = addr_like(template, host.clone(), port);
     let client = build_client(tls, template.clone().set_addr(addr))?;
     Ok((client, format!("{host}:{port}")))

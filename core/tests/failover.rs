@@ -194,13 +194,21 @@ async fn a_sentinel_voter_follows_its_master_through_a_failover() {
     assert!(on_master.contains(lock.token()), "{on_master}");
     lock.release().await;
 
-    // A real failover: the voter moves to the new master, which does not count until every
-    // lock the old one could have granted has expired.
-    let second = group.failover().expect("failover");
-    assert_ne!(first, second);
+    // A real failover, tried for all along: the voter moves to the new master (its sentinels are
+    // asked again every 0.5 s), which does not count until every lock the old one could have
+    // granted has expired. Until then only the old master may grant: a grant counts as the old
+    // master's when the voter named it before and after.
+    let group = std::sync::Arc::new(group);
+    let failing = {
+        let group = group.clone();
+        tokio::task::spawn_blocking(move || group.failover())
+    };
+    let old = format!("127.0.0.1:{port}");
+    let master = || manager.node_status()[0].master.clone().unwrap_or_default();
     let deadline = Instant::now() + 20 * SEC;
     let key = unique("sentinel-after");
     let e = loop {
+        let before = master();
         match manager
             .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
             .await
@@ -215,20 +223,21 @@ async fn a_sentinel_voter_follows_its_master_through_a_failover() {
                 Instant::now() < deadline,
                 "never reached the new master: {e}"
             ),
-            Ok(l) => panic!(
-                "the new master counted at once after a failover: {:?}",
-                l.report()
-            ),
+            Ok(l) => {
+                let after = master();
+                assert!(
+                    before == old || after == old,
+                    "the new master ({after}) counted at once after a failover: {:?}",
+                    l.report()
+                );
+                l.release().await;
+            }
         }
         tokio::time::sleep(ms(50)).await;
     };
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
-    let status = &manager.node_status()[0];
-    let new_port = group.data.nodes()[second].port();
-    assert_eq!(
-        status.master.as_deref(),
-        Some(format!("127.0.0.1:{new_port}").as_str())
-    );
+    let status = manager.node_status()[0].clone();
+    let seen = Instant::now();
     assert!(
         status
             .not_counted_because
@@ -236,8 +245,21 @@ async fn a_sentinel_voter_follows_its_master_through_a_failover() {
             .is_some_and(|w| w.contains("failover quarantine")),
         "{status:?}"
     );
+    // max_ttl + drift + 1 s (3.02 s), and the old master's 2 s lease: it may still have counted
+    // for a client that had not yet heard of the failover.
     let left = status.quarantine_remaining;
-    tokio::time::sleep(left + ms(100)).await;
+    assert!(
+        left > ms(3100),
+        "a Sentinel voter's failover quarantine outlasts the old master's lease: {left:?} left"
+    );
+    let second = failing.await.expect("join").expect("failover");
+    assert_ne!(first, second);
+    let new_port = group.data.nodes()[second].port();
+    assert_eq!(
+        status.master.as_deref(),
+        Some(format!("127.0.0.1:{new_port}").as_str())
+    );
+    tokio::time::sleep(left.saturating_sub(seen.elapsed()) + ms(100)).await;
     let lock = manager
         .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
         .await
@@ -245,6 +267,132 @@ async fn a_sentinel_voter_follows_its_master_through_a_failover() {
     let on_new = group.data.command(second, &["GET", &key]).expect("GET");
     assert!(on_new.contains(lock.token()), "{on_new}");
     lock.release().await;
+}
+
+/// The first vote that does not count, retrying every 100 ms for at most 10 s; each lock
+/// granted meanwhile is released.
+async fn first_refusal(manager: &LockManager, key: &str) -> ironlock::Error {
+    let deadline = Instant::now() + 10 * SEC;
+    loop {
+        match manager
+            .acquire_with(&[key], MAX_TTL, AcquireOptions::try_once())
+            .await
+        {
+            Ok(lock) => {
+                lock.release().await;
+                assert!(Instant::now() < deadline, "still counted after 10 s");
+            }
+            Err(e) => return e,
+        }
+        tokio::time::sleep(ms(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_voter_counts_only_while_its_sentinels_confirm_its_master() {
+    let group = ironlock_harness::SentinelGroup::start(1, 3).expect("sentinel group");
+    std::thread::sleep(Duration::from_millis(4100));
+    let manager = LockManager::new(guarded(&group.url()))
+        .await
+        .expect("manager");
+    let key = unique("lease");
+    // Counted long after the connection: the sentinels are asked again while it lasts.
+    tokio::time::sleep(3 * SEC).await;
+    let lock = manager.acquire(&[&key], MAX_TTL).await.expect("granted");
+    lock.release().await;
+
+    // Sentinels that answer nothing cannot say whether the master was replaced: its votes stop
+    // counting once the last confirmation is 2 s old.
+    group.pause_sentinels();
+    let e = first_refusal(&manager, &key).await;
+    group.resume_sentinels();
+    let report = e.report().expect("a report");
+    assert_eq!(report.nodes[0].vote, Vote::NotEligible, "{e}");
+    let why = report.nodes[0].error.as_deref().unwrap_or("");
+    assert!(why.contains("not confirmed as the master"), "{why}");
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+
+    // Counted again once they answer.
+    let deadline = Instant::now() + 10 * SEC;
+    let lock = loop {
+        match manager
+            .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
+            .await
+        {
+            Ok(lock) => break lock,
+            Err(e) => assert!(Instant::now() < deadline, "not counted again: {e}"),
+        }
+        tokio::time::sleep(ms(100)).await;
+    };
+    lock.release().await;
+    assert!(manager.node_status()[0].eligible);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_voter_leaves_an_old_master_that_still_runs_after_a_failover() {
+    let mut group = ironlock_harness::SentinelGroup::start(1, 3).expect("sentinel group");
+    std::thread::sleep(Duration::from_millis(4100));
+    let first = group.master().expect("a master");
+    let old_port = group.data.nodes()[first].port();
+    let early = LockManager::new(guarded(&group.url()))
+        .await
+        .expect("manager");
+    let key = unique("split");
+    early
+        .acquire(&[&key], MAX_TTL)
+        .await
+        .expect("granted")
+        .release()
+        .await;
+
+    // The sentinels take a paused master for dead and fail over; resumed, it is still a master
+    // in its own eyes (until they demote it, seconds later), and its connection from `early`
+    // never broke.
+    group.data.pause(first).expect("pause");
+    let second = group.await_new_master(old_port).expect("failover");
+    group.data.resume(first).expect("resume");
+    let late = LockManager::new(guarded(&group.url()))
+        .await
+        .expect("manager");
+
+    // Both clients try for the lock (the early one while its voter still names the old
+    // master, keeping what it gets) until the late one, on the new master, gets it: each lock
+    // the early one got meanwhile must have expired by then.
+    let old = format!("127.0.0.1:{old_port}");
+    let mut early_until = Vec::new();
+    let deadline = Instant::now() + 15 * SEC;
+    let late_at = loop {
+        assert!(Instant::now() < deadline, "the new master never counted");
+        let t = Instant::now();
+        if early.node_status()[0].master.as_deref() == Some(&old)
+            && let Ok(lock) = early
+                .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
+                .await
+        {
+            early_until.push((t + MAX_TTL, lock.report()));
+        }
+        let t = Instant::now();
+        if late
+            .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
+            .await
+            .is_ok()
+        {
+            break t;
+        }
+        tokio::time::sleep(ms(50)).await;
+    };
+    for (until, report) in &early_until {
+        assert!(
+            *until <= late_at,
+            "two holders: a lock from the old master still valid when the new one granted it ({report:?})"
+        );
+    }
+    // The early client followed its sentinels to the new master.
+    let new_port = group.data.nodes()[second].port();
+    assert_eq!(
+        early.node_status()[0].master.as_deref(),
+        Some(format!("127.0.0.1:{new_port}").as_str())
+    );
 }
 
 #[test]

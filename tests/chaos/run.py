@@ -796,7 +796,8 @@ ROLLING_HELD = dict(nemesis=nem_rolling_slow, langs=("py", "c", "node") * 2, ttl
 RESTART = dict(ttl_ms=2000, hold_ms=1700, max_ttl_ms=2000, seconds=20.0)
 FAILOVER = dict(RESTART, topology="endpoint", nodes=2, langs=("py", "node") * 2, seconds=18.0)
 # A Sentinel failover takes 2-3 s (down after 1 s, then an election): holds must outlast it for
-# the control to bite, so the ttl is 5 s (quarantine 6.05 s).
+# the control to bite, so the ttl is 5 s (failover quarantine 8.05 s: 6.05 s and the old master's
+# 2 s lease).
 SENTINEL = dict(topology="sentinel", nodes=1, langs=("py", "node") * 2, ttl_ms=5000,
                 hold_ms=4500, max_ttl_ms=5000, seconds=30.0)
 # A cluster promotes a replica 1-2 s after its master dies (cluster-node-timeout 1 s).
@@ -1407,7 +1408,9 @@ def run_scenario(sc: Scenario, seconds: Optional[float], referee: Harness, fw: F
             workers.append(spawn(idx, 0))
         ctx = Ctx(h, fw, random.Random(seed), end, stop, workers, run_dir, key,
                   endpoint=endpoint, voters=voters,
-                  quarantine_s=sc.max_ttl_ms / 1000.0 * 1.01 + 1.002)
+                  # A Sentinel voter's failover quarantine is 2 s longer (its old master's lease).
+                  quarantine_s=sc.max_ttl_ms / 1000.0 * 1.01 + 1.002
+                  + (2.0 if sc.topology == "sentinel" else 0.0))
 
         def nemesis() -> None:
             try:

@@ -10,6 +10,7 @@ impl Node {
     pub(crate) async fn connect_or_schedule(self: &Arc<Self>) -> bool {
         // Counts as the reconnect loop while it runs: a request meanwhile starts no other.
         self.reconnecting.store(true, Ordering::Release);
+        self.watch_sentinels();
         let attempt = self.try_connect().await;
         self.reconnecting.store(false, Ordering::Release);
         match attempt {
@@ -145,22 +146,31 @@ impl Node {
             .clone()
     }
 
-    /// Points a Sentinel voter's client at the master its sentinels name now.
-    async fn find_master(&self) -> Result<(), String> {
+    /// Points a Sentinel voter's client at the master its sentinels name now; returns when the
+    /// sentinels were asked (the start of the master's lease), `None` for other voters.
+    async fn find_master(&self) -> Result<Option<Instant>, String> {
         let Some((spec, template, tls)) = &self.sentinel else {
-            return Ok(());
+            return Ok(None);
         };
-        // The sentinels' own password is hidden too, wherever a sentinel's error shows it.
-        let sentinel_secret = spec
-            .sentinels
-            .first()
-            .and_then(|s| s.redis_settings().password());
-        let hide = |e: &str| scrub(&self.scrub(e), sentinel_secret);
+        let asked = Instant::now();
         let (client, master) =
-            topology::find_master(spec, template, tls, self.connect_timeout, hide).await?;
+            topology::find_master(spec, template, tls, self.connect_timeout, |e| {
+                self.hide_sentinel_secrets(e)
+            })
+            .await?;
         *self.client.lock().unwrap_or_else(|p| p.into_inner()) = client;
         self.state.lock().unwrap_or_else(|p| p.into_inner()).master = Some(master);
-        Ok(())
+        Ok(Some(asked))
+    }
+
+    /// A sentinel's error with the data nodes' and the sentinels' own passwords hidden.
+    pub(super) fn hide_sentinel_secrets(&self, e: &str) -> String {
+        let secret = self
+            .sentinel
+            .as_ref()
+            .and_then(|(spec, _, _)| spec.sentinels.first())
+            .and_then(|s| s.redis_settings().password());
+        scrub(&self.scrub(e), secret)
     }
 
     /// Connects a cluster voter: the cluster connection, then every shard's master checked.
@@ -245,7 +255,7 @@ impl Node {
             self.resolve().await?;
             return self.connect_cluster(cv).await;
         }
-        self.find_master().await?;
+        let asked = self.find_master().await?;
         self.resolve().await?;
         let mut config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
@@ -318,12 +328,21 @@ impl Node {
         .map_err(|e| self.scrub(&e.to_string()))?;
         // uptime_in_seconds is floored: the true uptime may be up to 1 s more, so the +1 s in the
         // quarantine makes this conservative.
+        // A Sentinel voter's old master may still answer as a master after the failover, its
+        // votes counting until its lease lapses (`SENTINEL_LEASE`): the new one waits that much
+        // longer.
+        let lease = if self.sentinel.is_some() {
+            topology::SENTINEL_LEASE
+        } else {
+            Duration::ZERO
+        };
         let (eligible_at, why) = match self.quarantine {
             Some(q) => {
                 let restart = received + q.saturating_sub(info.uptime);
+                let failover = |age: Duration| received + (q + lease).saturating_sub(age);
                 match reign {
-                    Some(age) if received + q.saturating_sub(age) > restart => {
-                        (received + q.saturating_sub(age), Quarantine::Failover(age))
+                    Some(age) if failover(age) > restart => {
+                        (failover(age), Quarantine::Failover(age))
                     }
                     _ => (restart, Quarantine::Restart),
                 }
@@ -351,6 +370,8 @@ impl Node {
         }
         st.conn = Some(Conn::Single(conn));
         st.generation += 1;
+        st.confirmed_at = asked;
+        st.unconfirmed = None;
         st.eligible_at = eligible_at;
         st.quarantine = why;
         st.connected_at = Some(received);
@@ -388,7 +409,7 @@ impl Node {
         st.last_error = Some("the lock manager is closed".to_owned());
     }
 
-    fn is_closed(&self) -> bool {
+    pub(super) fn is_closed(&self) -> bool {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).closed
     }
 
@@ -400,6 +421,7 @@ impl Node {
         if self.reconnecting.swap(true, Ordering::AcqRel) {
             return;
         }
+        self.watch_sentinels();
         let weak: Weak<Node> = Arc::downgrade(self);
         self.rt.spawn(async move {
             let mut backoff = Duration::from_millis(20);

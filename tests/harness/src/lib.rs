@@ -456,7 +456,7 @@ fn json_string(s: &str) -> String {
     out
 }
 
-fn signal(pid: u32, sig: libc::c_int) {
+pub(crate) fn signal(pid: u32, sig: libc::c_int) {
     // SAFETY: kill(2) on a pid we spawned and have not reaped.
     unsafe {
         libc::kill(pid as libc::pid_t, sig);

@@ -140,6 +140,21 @@ impl SentinelGroup {
         self.index_of(self.master_port()?)
     }
 
+    /// SIGSTOPs every sentinel: they keep their sockets but answer nothing (a client cut off
+    /// from its sentinels).
+    pub fn pause_sentinels(&self) {
+        for (_, child) in &self.sentinels {
+            crate::signal(child.id(), libc::SIGSTOP);
+        }
+    }
+
+    /// SIGCONTs every sentinel.
+    pub fn resume_sentinels(&self) {
+        for (_, child) in &self.sentinels {
+            crate::signal(child.id(), libc::SIGCONT);
+        }
+    }
+
     /// `SENTINEL FAILOVER` and waits until a replica is the master the sentinels name and says
     /// so itself (`role:master`), and the old master is a replica; returns its index in `data`.
     pub fn failover(&self) -> Result<usize, String> {
