@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{SEC, ms, unique};
+use common::{SEC, ms, sentinel_failover_while_trying, unique};
 use ironlock::{AcquireOptions, Config, ErrorKind, LockManager};
 use ironlock_harness::{Cluster, RedisCluster, SentinelGroup};
 
@@ -104,27 +104,34 @@ async fn a_sentinel_voter_as_the_least_privilege_user() {
 
     // A failover: the promoted master is dated by this user (the reign record under the key
     // prefix), quarantined, then counted.
-    let second = group.failover().expect("failover");
-    let deadline = Instant::now() + 30 * SEC;
+    let group = std::sync::Arc::new(group);
     let key = unique("sentinel-acl-after");
-    let mut quarantined = false;
+    let no_noperm = |e: &ironlock::Error| {
+        let text = e.to_string();
+        assert!(
+            !text.contains("NOPERM") && !text.contains("no permissions"),
+            "{text}"
+        );
+    };
+    let failover = sentinel_failover_while_trying(&group, &manager, &key, no_noperm).await;
+    assert!(
+        failover.refusal.to_string().contains("failover quarantine"),
+        "{}",
+        failover.refusal
+    );
+    let second = failover.new_master;
+    let deadline = Instant::now() + 30 * SEC;
     loop {
         match manager
             .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
             .await
         {
             Ok(l) => {
-                assert!(quarantined, "the new master counted without its quarantine");
                 l.release().await;
                 break;
             }
             Err(e) => {
-                let text = e.to_string();
-                quarantined |= text.contains("failover quarantine");
-                assert!(
-                    !text.contains("NOPERM") && !text.contains("no permissions"),
-                    "{text}"
-                );
+                no_noperm(&e);
                 assert!(Instant::now() < deadline, "never counted again: {e}");
             }
         }

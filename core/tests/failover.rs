@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{SEC, ms, unique};
+use common::{Failover, SEC, ms, sentinel_failover_while_trying, unique};
 use ironlock::{AcquireOptions, Config, ErrorKind, LockManager, Vote};
 use ironlock_harness::Cluster;
 
@@ -194,50 +194,19 @@ async fn a_sentinel_voter_follows_its_master_through_a_failover() {
     assert!(on_master.contains(lock.token()), "{on_master}");
     lock.release().await;
 
-    // A real failover, tried for all along: the voter moves to the new master (its sentinels are
-    // asked again every 0.5 s), which does not count until every lock the old one could have
-    // granted has expired. Until then only the old master may grant: a grant counts as the old
-    // master's when the voter named it before and after.
+    // A real failover, tried for all along (see `sentinel_failover_while_trying`): the voter
+    // moves to the new master, which does not count until every lock the old one could have
+    // granted has expired.
     let group = std::sync::Arc::new(group);
-    let failing = {
-        let group = group.clone();
-        tokio::task::spawn_blocking(move || group.failover())
-    };
-    let old = format!("127.0.0.1:{port}");
-    let master = || manager.node_status()[0].master.clone().unwrap_or_default();
-    let deadline = Instant::now() + 20 * SEC;
     let key = unique("sentinel-after");
-    let e = loop {
-        let before = master();
-        match manager
-            .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
-            .await
-        {
-            Err(e)
-                if e.report()
-                    .is_some_and(|r| r.nodes[0].vote == Vote::NotEligible) =>
-            {
-                break e;
-            }
-            Err(e) => assert!(
-                Instant::now() < deadline,
-                "never reached the new master: {e}"
-            ),
-            Ok(l) => {
-                let after = master();
-                assert!(
-                    before == old || after == old,
-                    "the new master ({after}) counted at once after a failover: {:?}",
-                    l.report()
-                );
-                l.release().await;
-            }
-        }
-        tokio::time::sleep(ms(50)).await;
-    };
+    let Failover {
+        refusal: e,
+        status,
+        seen,
+        new_master: second,
+    } = sentinel_failover_while_trying(&group, &manager, &key, |_| {}).await;
+    assert_ne!(first, second);
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
-    let status = manager.node_status()[0].clone();
-    let seen = Instant::now();
     assert!(
         status
             .not_counted_because
@@ -252,8 +221,6 @@ async fn a_sentinel_voter_follows_its_master_through_a_failover() {
         left > ms(3100),
         "a Sentinel voter's failover quarantine outlasts the old master's lease: {left:?} left"
     );
-    let second = failing.await.expect("join").expect("failover");
-    assert_ne!(first, second);
     let new_port = group.data.nodes()[second].port();
     assert_eq!(
         status.master.as_deref(),

@@ -131,3 +131,77 @@ pub fn nodelay_of_sockets_to(port: u16) -> Vec<i32> {
     }
     found
 }
+
+/// What [`sentinel_failover_while_trying`] saw: the first refusal by the new master's failover
+/// quarantine, the voter's status just after it (and when it was read), and the new master.
+pub struct Failover {
+    pub refusal: ironlock::Error,
+    pub status: ironlock::NodeStatus,
+    pub seen: Instant,
+    pub new_master: usize,
+}
+
+/// Fails `group` over (`SENTINEL FAILOVER`, in the background) while `manager`, whose one voter
+/// is the group, tries for `key` once every 50 ms, until a vote does not count. A Sentinel voter
+/// asks its sentinels again every 0.5 s, so it may move to the new master (and serve its
+/// quarantine) long before the old one is demoted: the attempts run all along. Until then only
+/// the old master may grant: a grant counts as the old master's when the voter named it before
+/// and after the attempt (it is released; a grant by the new master fails the test). Every
+/// error is shown to `each_error`.
+pub async fn sentinel_failover_while_trying(
+    group: &std::sync::Arc<ironlock_harness::SentinelGroup>,
+    manager: &LockManager,
+    key: &str,
+    each_error: impl Fn(&ironlock::Error),
+) -> Failover {
+    let old = manager.node_status()[0].master.clone().expect("a master");
+    let failing = {
+        let group = group.clone();
+        tokio::task::spawn_blocking(move || group.failover())
+    };
+    let master = || manager.node_status()[0].master.clone().unwrap_or_default();
+    let deadline = Instant::now() + 30 * SEC;
+    let refusal = loop {
+        let before = master();
+        match manager
+            .acquire_with(
+                &[key],
+                Duration::from_secs(2),
+                ironlock::AcquireOptions::try_once(),
+            )
+            .await
+        {
+            Err(e) => {
+                each_error(&e);
+                if e.report()
+                    .is_some_and(|r| r.nodes[0].vote == ironlock::Vote::NotEligible)
+                {
+                    break e;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "never reached the new master: {e}"
+                );
+            }
+            Ok(lock) => {
+                let after = master();
+                assert!(
+                    before == old || after == old,
+                    "the new master ({after}) counted at once after a failover: {:?}",
+                    lock.report()
+                );
+                lock.release().await;
+            }
+        }
+        tokio::time::sleep(ms(50)).await;
+    };
+    let status = manager.node_status()[0].clone();
+    let seen = Instant::now();
+    let new_master = failing.await.expect("join").expect("failover");
+    Failover {
+        refusal,
+        status,
+        seen,
+        new_master,
+    }
+}
