@@ -549,6 +549,61 @@ def nem_failover_sentinel(ctx: Ctx) -> None:
             return
 
 
+def nem_failover_sentinel_pause(ctx: Ctx) -> None:
+    """One voter that is a Sentinel group. Repeatedly: once a new grant has landed on its master,
+    the master is SIGSTOPped until the sentinels have failed over, then resumed: it is still a
+    master in its own eyes, holding its keys, and the clients whose connections reach it are
+    not told, until the sentinels demote it seconds later. Every other client connection to it
+    is closed, so that some clients find the new master while others still reach the old one.
+    Calm past the quarantine after the demotion."""
+    h = ctx.voters[0]
+    if not ctx.sleep(1.0):
+        return
+    while True:
+        m = int(h.send("master"))
+        before = ask(h.ports[m], "GET", ctx.resource)
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            if not ctx.sleep(0.01):
+                return
+            now = ask(h.ports[m], "GET", ctx.resource)
+            if now is not None and now != before:
+                break
+        h.send("pause %d" % m)
+        try:
+            deadline = time.monotonic() + 20.0
+            while time.monotonic() < deadline:
+                try:
+                    if int(h.send("master")) != m:
+                        break
+                except RuntimeError:
+                    pass
+                time.sleep(0.05)
+            else:
+                raise RuntimeError("the sentinels did not fail over within 20 s")
+        finally:
+            h.send("resume %d" % m)
+        ctx.count("failovers")
+        # Every other client connection of the resumed master is closed (a blip on some
+        # clients' network): those clients reconnect and find the new master through the
+        # sentinels, while the others still reach the old one.
+        listing = as_text(ask(h.ports[m], "CLIENT", "LIST", "TYPE", "normal"))
+        addrs = sorted(w[5:] for w in listing.split() if w.startswith("addr="))
+        for addr in addrs[::2]:
+            try:
+                ask(h.ports[m], "CLIENT", "KILL", "ADDR", addr)
+            except RuntimeError:
+                pass  # gone meanwhile
+        deadline = time.monotonic() + 30.0
+        while "role:slave" not in as_text(ask(h.ports[m], "INFO", "replication")):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the sentinels did not demote the resumed master within 30 s")
+            if not ctx.sleep(0.05):
+                return
+        if not ctx.sleep(ctx.quarantine_s + 0.5):
+            return
+
+
 def cluster_roles(h: Harness, slot: int) -> Tuple[Optional[int], Optional[int]]:
     """The indexes of the master serving `slot` and of one of its live replicas, as the first
     node that answers sees them (`CLUSTER NODES`)."""
@@ -868,6 +923,10 @@ def scenarios() -> List[Scenario]:
         Scenario("failover-sentinel", nem_failover_sentinel, "must_fail",
                  "quarantine off: strict violations > 0 (the suite can fail)", quarantine=False,
                  **SENTINEL),
+        Scenario("failover-sentinel-paused", nem_failover_sentinel_pause, "safe",
+                 SAFE + " (N = 1 Sentinel voter: its master paused until the sentinels fail "
+                 "over, then resumed, still a master until they demote it; 2 Python + 2 Node "
+                 "workers)", **SENTINEL),
         Scenario("failover-sentinel-3", nem_failover_sentinel, "safe",
                  SAFE + " (N = 3 Sentinel voters, two failed over at once; Python, C and Node "
                  "workers)", **{**SENTINEL, "nodes": 3, "langs": mixed}),
