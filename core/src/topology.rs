@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
@@ -147,26 +148,48 @@ impl SentinelLinks {
                 }
                 reply.map_err(|e| e.to_string())
             });
-        let answers = futures_util::future::join_all(asks).await;
+        // Done as soon as a majority agrees: a sentinel that hangs (a host that drops packets)
+        // costs nothing while the others answer.
+        let mut answers: futures_util::stream::FuturesUnordered<_> = asks
+            .enumerate()
+            .map(|(k, ask)| async move { (k, ask.await) })
+            .collect();
         let need = spec.sentinels.len() / 2 + 1;
         let mut named: Vec<((String, u16), usize)> = Vec::new();
         let mut errors = Vec::new();
-        for (k, a) in answers.into_iter().enumerate() {
+        let mut answered = vec![false; spec.sentinels.len()];
+        let mut agreed = None;
+        while let Some((k, a)) = answers.next().await {
+            answered[k] = true;
             match a {
                 Ok(Some(addr)) => match named.iter_mut().find(|(x, _)| *x == addr) {
                     Some((_, n)) => *n += 1,
                     None => named.push((addr, 1)),
                 },
-                Ok(None) => errors.push(format!(
-                    "sentinel {k} knows no master named {:?}",
-                    spec.master
+                Ok(None) => errors.push((
+                    k,
+                    format!("sentinel {k} knows no master named {:?}", spec.master),
                 )),
-                Err(e) => errors.push(format!("sentinel {k}: {}", scrub(&e))),
+                Err(e) => errors.push((k, format!("sentinel {k}: {}", scrub(&e)))),
+            }
+            if let Some((addr, _)) = named.iter().find(|(_, n)| *n >= need) {
+                agreed = Some(addr.clone());
+                break;
             }
         }
-        if let Some((addr, _)) = named.iter().find(|(_, n)| *n >= need) {
-            return Ok(addr.clone());
+        drop(answers);
+        if let Some(addr) = agreed {
+            // A question left unanswered would hold its place on that sentinel's connection:
+            // the next check connects afresh instead of queueing behind it.
+            for (slot, done) in self.conns.iter_mut().zip(answered) {
+                if !done {
+                    *slot = None;
+                }
+            }
+            return Ok(addr);
         }
+        errors.sort();
+        let errors: Vec<String> = errors.into_iter().map(|(_, e)| e).collect();
         let said: Vec<String> = named
             .iter()
             .map(|((h, p), n)| format!("{h}:{p} ({n})"))

@@ -268,6 +268,18 @@ async fn a_sentinel_voter_counts_only_while_its_sentinels_confirm_its_master() {
     let lock = manager.acquire(&[&key], MAX_TTL).await.expect("granted");
     lock.release().await;
 
+    // One sentinel that hangs (connect_timeout is 5 s here) does not hold the others' answers
+    // back: the master stays confirmed.
+    group.pause_sentinel(0);
+    tokio::time::sleep(3 * SEC).await;
+    let held = manager
+        .acquire_with(&[&key], MAX_TTL, AcquireOptions::try_once())
+        .await;
+    group.resume_sentinel(0);
+    held.expect("counted with one sentinel of three silent")
+        .release()
+        .await;
+
     // Sentinels that answer nothing cannot say whether the master was replaced: its votes stop
     // counting once the last confirmation is 2 s old.
     group.pause_sentinels();

@@ -140,19 +140,25 @@ impl SentinelGroup {
         self.index_of(self.master_port()?)
     }
 
-    /// SIGSTOPs every sentinel: they keep their sockets but answer nothing (a client cut off
-    /// from its sentinels).
+    /// SIGSTOPs sentinel `i`: it keeps its sockets but answers nothing (a host that drops
+    /// packets).
+    pub fn pause_sentinel(&self, i: usize) {
+        crate::signal(self.sentinels[i].1.id(), libc::SIGSTOP);
+    }
+
+    /// SIGCONTs sentinel `i`.
+    pub fn resume_sentinel(&self, i: usize) {
+        crate::signal(self.sentinels[i].1.id(), libc::SIGCONT);
+    }
+
+    /// SIGSTOPs every sentinel (a client cut off from its sentinels).
     pub fn pause_sentinels(&self) {
-        for (_, child) in &self.sentinels {
-            crate::signal(child.id(), libc::SIGSTOP);
-        }
+        (0..self.sentinels.len()).for_each(|i| self.pause_sentinel(i));
     }
 
     /// SIGCONTs every sentinel.
     pub fn resume_sentinels(&self) {
-        for (_, child) in &self.sentinels {
-            crate::signal(child.id(), libc::SIGCONT);
-        }
+        (0..self.sentinels.len()).for_each(|i| self.resume_sentinel(i));
     }
 
     /// `SENTINEL FAILOVER` and waits until a replica is the master the sentinels name and says
