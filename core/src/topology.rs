@@ -97,6 +97,10 @@ pub(crate) const SENTINEL_LEASE: Duration = Duration::from_secs(2);
 /// that a sentinel or two slow to answer does not let the lease lapse).
 pub(crate) const SENTINEL_RECHECK: Duration = Duration::from_millis(500);
 
+/// How long a question to the sentinels waits, once a majority agreed, for the others'
+/// answers before their connections are given up.
+const LATE_ANSWER: Duration = Duration::from_millis(100);
+
 /// Connections to a Sentinel voter's sentinels, made when first needed and again after an
 /// error (the connect-time lookup uses fresh ones; the watch of a connected voter keeps them).
 pub(crate) struct SentinelLinks {
@@ -177,10 +181,19 @@ impl SentinelLinks {
                 break;
             }
         }
+        if agreed.is_some() {
+            // The others, if they answer soon (a healthy sentinel a little slower than the
+            // first two), keep their connections; a question left unanswered would hold its
+            // place on its sentinel's connection, so that one connects afresh next time.
+            let _ = tokio::time::timeout(LATE_ANSWER, async {
+                while let Some((k, _)) = answers.next().await {
+                    answered[k] = true;
+                }
+            })
+            .await;
+        }
         drop(answers);
         if let Some(addr) = agreed {
-            // A question left unanswered would hold its place on that sentinel's connection:
-            // the next check connects afresh instead of queueing behind it.
             for (slot, done) in self.conns.iter_mut().zip(answered) {
                 if !done {
                     *slot = None;

@@ -268,6 +268,31 @@ async fn a_sentinel_voter_counts_only_while_its_sentinels_confirm_its_master() {
     let lock = manager.acquire(&[&key], MAX_TTL).await.expect("granted");
     lock.release().await;
 
+    // The voter keeps one connection per sentinel: asked every 0.5 s, none connects again.
+    let accepted = || -> Vec<u64> {
+        group
+            .sentinel_ports()
+            .into_iter()
+            .map(|p| {
+                let info = ironlock_harness::raw_command(p, &["INFO", "stats"]).expect("INFO");
+                info.lines()
+                    .find_map(|l| l.strip_prefix("total_connections_received:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("total_connections_received")
+            })
+            .collect()
+    };
+    let before = accepted();
+    tokio::time::sleep(3 * SEC).await;
+    let after = accepted();
+    for (b, a) in before.iter().zip(&after) {
+        // One: the INFO that read the count before.
+        assert!(
+            a - b <= 1,
+            "connections accepted by the sentinels in 3 s: {before:?} -> {after:?}"
+        );
+    }
+
     // One sentinel that hangs (connect_timeout is 5 s here) does not hold the others' answers
     // back: the master stays confirmed.
     group.pause_sentinel(0);
