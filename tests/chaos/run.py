@@ -506,6 +506,19 @@ def nem_failover_endpoint(ctx: Ctx) -> None:
             return
 
 
+def await_sentinel_failover(h: Harness, m: int) -> None:
+    """Waits (at most 20 s) until the sentinels name a master other than data node `m`."""
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        try:
+            if int(h.send("master")) != m:
+                return
+        except RuntimeError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("the sentinels did not fail over within 20 s")
+
+
 def nem_failover_sentinel(ctx: Ctx) -> None:
     """Voters that are Sentinel groups (a master, a replica, three sentinels). Repeatedly, on
     one voter (N = 1) or two at once (N = 3, so that a majority of a holder's votes can vanish):
@@ -524,16 +537,7 @@ def nem_failover_sentinel(ctx: Ctx) -> None:
         if not kill_after_unreplicated_grant(ctx, plan):
             return
         for h, m in plan:
-            deadline = time.monotonic() + 20.0
-            while time.monotonic() < deadline:
-                try:
-                    if int(h.send("master")) != m:
-                        break
-                except RuntimeError:
-                    pass
-                time.sleep(0.05)
-            else:
-                raise RuntimeError("the sentinels did not fail over within 20 s")
+            await_sentinel_failover(h, m)
             ctx.count("failovers")
             h.send("start %d" % m)
             # What the sentinels do to a returning old master, at once rather than at their next
@@ -571,16 +575,7 @@ def nem_failover_sentinel_pause(ctx: Ctx) -> None:
                 break
         h.send("pause %d" % m)
         try:
-            deadline = time.monotonic() + 20.0
-            while time.monotonic() < deadline:
-                try:
-                    if int(h.send("master")) != m:
-                        break
-                except RuntimeError:
-                    pass
-                time.sleep(0.05)
-            else:
-                raise RuntimeError("the sentinels did not fail over within 20 s")
+            await_sentinel_failover(h, m)
         finally:
             h.send("resume %d" % m)
         ctx.count("failovers")
