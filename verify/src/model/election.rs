@@ -1,7 +1,7 @@
 //! Leader election: the election's key is a lock key, a campaign is a fair, fenced acquire of it
 //! (the lock's rounds, the fair queue's scripts in `model/fair.rs`), and the term is the grant's
-//! fence. What is the election's own lives here: the leader record beside the key
-//! (`LEADER_FENCE`, `LEADER_EXTEND`, `PROCLAIM`, `LEADER_RELEASE` in core's `scripts.rs`), the
+//! fence. What is the election's own lives here: the leader record beside the key (`LEADER_FENCE`,
+//! `LEADER_EXTEND`, `PROCLAIM`, `LEADER_RELEASE` in core's `scripts/election.rs`), the
 //! leader's proclaims, the `leader()` read (core's `leader_of`), and the properties that are
 //! about leaders rather than locks.
 //!

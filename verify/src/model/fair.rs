@@ -1,6 +1,6 @@
 //! The fair queue: a line of fair waiters per lock key on each node (`FAIR_ACQUIRE_SOURCE`,
-//! `FAIR_LEAVE_SOURCE` in core's `scripts.rs`), and what a fair client sends around its rounds.
-//! The rounds themselves, their tally and validity are the lock's, in `model.rs`.
+//! `FAIR_LEAVE_SOURCE` in core's `scripts/fair.rs`), and what a fair client sends around its
+//! rounds. The rounds themselves, their tally and validity are the lock's, in `model.rs`.
 
 use super::{Ans, Mutant, Node, Op, Phase, Redlock, State, Tick, Token, token_client, token_of};
 

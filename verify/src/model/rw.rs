@@ -1,7 +1,8 @@
 //! Read-write locks: the node scripts (`READ_ACQUIRE`, `READ_EXTEND`, `READ_RELEASE`,
-//! `WRITE_ACQUIRE`, `WRITE_RELEASE` in core's `scripts.rs`) as atomic steps of a node, and which
-//! request each kind of client sends. Everything else — rounds, votes and their tally, validity,
-//! quarantine, re-seating, rollbacks, the network and its faults — is the lock's, in `model.rs`.
+//! `WRITE_ACQUIRE`, `WRITE_RELEASE` in core's `scripts/rwlock.rs`) as atomic steps of a node, and
+//! which request each kind of client sends. Everything else — rounds, votes and their tally,
+//! validity, quarantine, re-seating, rollbacks, the network and its faults — is the lock's, in
+//! `model.rs`.
 //!
 //! On a node a read-write lock is three keys. The lock key K (`Node::holders`) holds a writer's
 //! token, exactly as a plain lock's key does (a plain lock and a writer exclude each other), or
