@@ -69,14 +69,27 @@ impl CallQueue {
     /// Queues `call` to start in the runtime's next drive; the first call queued since the last
     /// drive wakes the runtime (its reactor turns readable for the loop that watches it).
     pub fn queue(&'static self, runtime: &Handle, call: impl Future<Output = ()> + Send + 'static) {
-        let first = {
-            let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
-            queued.push(Box::pin(call));
-            queued.len() == 1
-        };
-        if first {
+        if self.push(call) {
             runtime.spawn(async move { self.start_queued() });
         }
+    }
+
+    /// Queues `call` without waking the runtime: whoever queues it sees that a drive starts it
+    /// ([`start_queued`](Self::start_queued), e.g. in [`DrivenRuntime::settle`] or a callback
+    /// the event loop runs in its next turn). True when it is the first call queued since the
+    /// last start.
+    pub fn push(&self, call: impl Future<Output = ()> + Send + 'static) -> bool {
+        let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        queued.push(Box::pin(call));
+        queued.len() == 1
+    }
+
+    /// Whether no call waits to start.
+    pub fn is_empty(&self) -> bool {
+        self.queued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
     }
 
     /// Spawns the queued calls, in order. Call it inside the runtime (a drive): they run in it.
@@ -106,15 +119,22 @@ pub const IDLE: Duration = Duration::from_millis(2);
 /// to be told that the last one left (see `Shared::drive`).
 const LONG: Duration = Duration::from_millis(50);
 
-/// What ended a [`DrivenRuntime::await_reactor`].
+/// What ended a [`DrivenRuntime::settle`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Woken {
-    /// The runtime's reactor has events.
-    Reactor,
+    /// A task running in the drive called [`settled`].
+    Settled,
     /// The other descriptor polls readable, a signal arrived, or the wait failed.
     Other,
     /// The timeout passed.
     Elapsed,
+}
+
+/// Ends the [`DrivenRuntime::settle`] that drives the runtime on this thread, if one does (a
+/// task running in it calls this, e.g. when the call its caller awaits has finished); nothing
+/// otherwise.
+pub fn settled() {
+    quiet::settled();
 }
 
 /// A current-thread runtime driven by its callers while they block, and by a thread of its own
@@ -375,43 +395,30 @@ impl DrivenRuntime {
         })
     }
 
-    /// Blocks the calling thread until the runtime's reactor has events to process (then drive
-    /// it with [`drive_now`](Self::drive_now)), the descriptor `other` polls readable, a signal
-    /// arrives, or `timeout` passes; whichever comes first, without driving anything. For an
-    /// event loop that would otherwise go back to its own wait only to be woken by the reactor
-    /// (`other` being the loop's own wait descriptor, so that the loop's other work is never
-    /// held up). Where the reactor's descriptor is unknown, returns [`Woken::Other`] at once.
-    // `c_long` is 32 bits on 32-bit targets, where the conversion can fail.
-    #[allow(clippy::unnecessary_fallible_conversions)]
-    pub fn await_reactor(&self, other: i32, timeout: Duration) -> Woken {
-        #[cfg(target_os = "linux")]
-        if let Some(reactor) = self.reactor_fd() {
-            let mut fds = [
-                libc::pollfd {
-                    fd: reactor,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: other,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            let wait = libc::timespec {
-                tv_sec: timeout.as_secs().try_into().unwrap_or(libc::time_t::MAX),
-                tv_nsec: libc::c_long::try_from(timeout.subsec_nanos()).unwrap_or(0),
-            };
-            // SAFETY: two initialised pollfds, a valid timespec, no signal mask change.
-            let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &wait, std::ptr::null()) };
-            return match n {
-                0 => Woken::Elapsed,
-                n if n > 0 && fds[0].revents & libc::POLLIN != 0 => Woken::Reactor,
-                _ => Woken::Other,
-            };
+    /// Runs `start` in the runtime's context on the calling thread, then drives the runtime there,
+    /// waiting for its I/O and for the descriptor `other` together, until a task running in this
+    /// drive calls [`settled`] ([`Woken::Settled`]), `other` polls readable or a signal arrives
+    /// ([`Woken::Other`]), or `timeout` passes ([`Woken::Elapsed`]); whichever comes first.
+    ///
+    /// For an event loop whose task awaits a call while the loop has nothing else to do: the
+    /// call starts and finishes in one drive, as a blocking call's would, instead of in one drive
+    /// to start it and another when the loop finds its reply. `other` is the loop's own wait
+    /// descriptor, so that the loop's other work ends the wait. The wait happens where the
+    /// runtime would park (its park hook), so each turn costs the runtime's own look at its
+    /// reactor and nothing else; timers of the runtime that fall due meanwhile run at the end of
+    /// the wait, up to `timeout` late. Where the reactor's descriptor is unknown, drives until
+    /// nothing is ready and returns [`Woken::Other`]. Panics on a thread of a tokio runtime, as
+    /// [`block_on`](Self::block_on) does.
+    pub fn settle(&self, start: impl FnOnce(), other: i32, timeout: Duration) -> Woken {
+        if self.reactor_fd().is_none() {
+            self.drive_now(start);
+            return Woken::Other;
         }
-        let _ = (other, timeout);
-        Woken::Other
+        let deadline = Instant::now() + timeout;
+        self.block_on(async move {
+            start();
+            quiet::Settle::new(other, deadline).await
+        })
     }
 
     /// Runs `future` to completion, blocking the calling thread, which drives the runtime
@@ -583,17 +590,175 @@ mod sigpipe {
 /// the hook wakes the waiting `Quiet` and the runtime returns to the caller after one more look
 /// that does not block. An event that arrives between the check and that look is taken by it
 /// and its task runs with the next drive (the next event, call or the driver thread).
+///
+/// [`DrivenRuntime::settle`] waits in the same hook: while a `Settle` is pending, the hook blocks
+/// on the reactor and the caller's other descriptor together and returns as soon as the reactor
+/// has events (the runtime then takes them without waiting); anything else ends the `Settle`.
 mod quiet {
     use std::cell::RefCell;
     use std::future::Future;
     use std::pin::Pin;
     use std::sync::atomic::{AtomicI32, Ordering};
     use std::task::{Context, Poll, Waker};
+    use std::time::{Duration, Instant};
+
+    use super::Woken;
 
     thread_local! {
         /// The `Quiet` this thread waits on, and whether the park hook has found the runtime
         /// quiet for it.
         static WAITING: RefCell<Option<(Waker, bool)>> = const { RefCell::new(None) };
+        /// The `Settle` this thread waits on.
+        static SETTLING: RefCell<Option<Settling>> = const { RefCell::new(None) };
+    }
+
+    struct Settling {
+        waker: Waker,
+        other: i32,
+        deadline: Instant,
+        /// What ended it, once something did.
+        outcome: Option<Woken>,
+    }
+
+    /// Pending until [`settled`] is called on this thread, or the park hook finds the other
+    /// descriptor readable, a signal, or the deadline passed.
+    pub(super) struct Settle {
+        other: i32,
+        deadline: Instant,
+        armed: bool,
+    }
+
+    impl Settle {
+        pub(super) fn new(other: i32, deadline: Instant) -> Settle {
+            Settle {
+                other,
+                deadline,
+                armed: false,
+            }
+        }
+    }
+
+    impl Future for Settle {
+        type Output = Woken;
+
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woken> {
+            let (other, deadline, armed) = (self.other, self.deadline, self.armed);
+            let ended = SETTLING.with_borrow_mut(|s| match s {
+                Some(st) if armed => {
+                    if let Some(outcome) = st.outcome {
+                        *s = None;
+                        return Some(outcome);
+                    }
+                    if !st.waker.will_wake(cx.waker()) {
+                        st.waker = cx.waker().clone();
+                    }
+                    None
+                }
+                _ => {
+                    *s = Some(Settling {
+                        waker: cx.waker().clone(),
+                        other,
+                        deadline,
+                        outcome: None,
+                    });
+                    None
+                }
+            });
+            match ended {
+                Some(outcome) => {
+                    self.armed = false;
+                    Poll::Ready(outcome)
+                }
+                None => {
+                    self.armed = true;
+                    Poll::Pending
+                }
+            }
+        }
+    }
+
+    impl Drop for Settle {
+        fn drop(&mut self) {
+            if self.armed {
+                SETTLING.with_borrow_mut(|s| *s = None);
+            }
+        }
+    }
+
+    /// See [`super::settled`].
+    pub(super) fn settled() {
+        SETTLING.with_borrow_mut(|s| {
+            if let Some(st) = s.as_mut()
+                && st.outcome.is_none()
+            {
+                st.outcome = Some(Woken::Settled);
+                st.waker.wake_by_ref();
+            }
+        });
+    }
+
+    /// The park hook's part for a pending `Settle`: true when one is (then the hook has waited
+    /// for the reactor, or ended the `Settle`).
+    fn settle_on_park(reactor: i32) -> bool {
+        SETTLING.with_borrow_mut(|s| {
+            let Some(st) = s.as_mut() else {
+                return false;
+            };
+            if st.outcome.is_some() {
+                return true;
+            }
+            let left = st.deadline.saturating_duration_since(Instant::now());
+            let outcome = if left.is_zero() {
+                Woken::Elapsed
+            } else {
+                match wait_either(reactor, st.other, left) {
+                    // The runtime takes the events now, without blocking.
+                    None => return true,
+                    Some(outcome) => outcome,
+                }
+            };
+            st.outcome = Some(outcome);
+            st.waker.wake_by_ref();
+            true
+        })
+    }
+
+    /// Blocks until `reactor` or `other` polls readable, a signal arrives or `timeout` passes:
+    /// `None` when the reactor has events, what ended the wait otherwise.
+    // `c_long` is 32 bits on 32-bit targets, where the conversion can fail.
+    #[allow(clippy::unnecessary_fallible_conversions)]
+    fn wait_either(reactor: i32, other: i32, timeout: Duration) -> Option<Woken> {
+        #[cfg(target_os = "linux")]
+        {
+            let mut fds = [
+                libc::pollfd {
+                    fd: reactor,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: other,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let wait = libc::timespec {
+                tv_sec: timeout.as_secs().try_into().unwrap_or(libc::time_t::MAX),
+                tv_nsec: libc::c_long::try_from(timeout.subsec_nanos()).unwrap_or(0),
+            };
+            // SAFETY: two initialised pollfds, a valid timespec, no signal mask change.
+            let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &wait, std::ptr::null()) };
+            match n {
+                0 => Some(Woken::Elapsed),
+                n if n > 0 && fds[0].revents & libc::POLLIN != 0 => None,
+                _ => Some(Woken::Other),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (reactor, other, timeout);
+            Some(Woken::Other)
+        }
     }
 
     #[derive(Default)]
@@ -629,8 +794,12 @@ mod quiet {
         }
     }
 
-    /// The runtime's park hook: wakes this thread's `Quiet` when the reactor has nothing ready.
+    /// The runtime's park hook: waits for a pending `Settle` (see the module); otherwise wakes
+    /// this thread's `Quiet` when the reactor has nothing ready.
     pub(super) fn on_park(reactor: &AtomicI32) {
+        if settle_on_park(reactor.load(Ordering::Acquire)) {
+            return;
+        }
         WAITING.with_borrow_mut(|w| {
             let Some((waker, quiet)) = w.as_mut() else {
                 return;

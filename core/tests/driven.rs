@@ -110,72 +110,100 @@ fn background_work_runs_while_the_event_loop_is_busy() {
 }
 
 #[test]
-fn await_reactor_tells_the_reactor_from_the_loops_own_descriptor_and_the_timeout() {
-    use ironlock::driven::Woken;
+fn settle_runs_a_call_to_its_end_here_or_stops_for_the_loops_own_descriptor_or_the_timeout() {
+    use ironlock::driven::{Woken, settled};
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
     let c = common::cluster(1);
-    let rt = DrivenRuntime::for_event_loop("driven-await", 1).unwrap();
+    let rt = DrivenRuntime::for_event_loop("driven-settle", 1).unwrap();
     let manager = rt.block_on(common::manager(&c));
     let (theirs, ours) = std::os::unix::net::UnixStream::pair().unwrap();
-    use std::io::Write;
-    use std::os::fd::AsRawFd;
     let other = ours.as_raw_fd();
+
+    // Outside a settle, `settled` does nothing.
+    settled();
 
     // Nothing pending anywhere: the wait runs out.
     rt.drive_now(|| ());
     let started = Instant::now();
     assert_eq!(
-        rt.await_reactor(other, Duration::from_millis(30)),
+        rt.settle(|| (), other, Duration::from_millis(30)),
         Woken::Elapsed
     );
     assert!(started.elapsed() >= Duration::from_millis(25));
 
-    // The loop's own descriptor turns readable first: it ends the wait, the reactor untouched.
+    // The loop's own descriptor turns readable first: it ends the wait.
     (&theirs).write_all(b"x").unwrap();
+    let started = Instant::now();
     assert_eq!(
-        rt.await_reactor(other, Duration::from_secs(5)),
+        rt.settle(|| (), other, Duration::from_secs(5)),
         Woken::Other
     );
+    assert!(started.elapsed() < Duration::from_secs(4));
     let mut byte = [0u8; 1];
-    use std::io::Read;
     (&ours).read_exact(&mut byte).unwrap();
 
-    // A request in flight (the node holds writes back for 100 ms, so that it is still in flight
-    // after the drive that sends it): its reply makes the reactor readable, and driving then
-    // finishes it.
+    // A call started by the settle, whose node holds writes back for 100 ms: the settle waits
+    // for its replies and runs it to its end on this thread, then returns when it says so.
     assert!(
         c.command(0, &["CLIENT", "PAUSE", "100", "WRITE"])
             .unwrap()
             .starts_with("+OK")
     );
+    let here = std::thread::current().id();
+    let ran_on: Arc<Mutex<Option<std::thread::ThreadId>>> = Arc::default();
+    let key = common::unique("settle");
+    let started = Instant::now();
+    let woken = rt.settle(
+        || {
+            let (m, key, ran_on) = (manager.clone(), key.clone(), ran_on.clone());
+            rt.handle().spawn(async move {
+                let lock = m.acquire(&[key], Duration::from_secs(10)).await.unwrap();
+                assert!(lock.release().await.held);
+                *ran_on.lock().unwrap() = Some(std::thread::current().id());
+                settled();
+            });
+        },
+        other,
+        Duration::from_secs(5),
+    );
+    assert_eq!(woken, Woken::Settled);
+    assert!(started.elapsed() >= Duration::from_millis(90));
+    assert_eq!(
+        *ran_on.lock().unwrap(),
+        Some(here),
+        "finished on this thread"
+    );
+
+    // A call that does not finish in time: the settle returns at its timeout, and the call goes
+    // on when the runtime is driven again.
+    assert!(
+        c.command(0, &["CLIENT", "PAUSE", "200", "WRITE"])
+            .unwrap()
+            .starts_with("+OK")
+    );
     let done: Arc<AtomicBool> = Arc::default();
-    let key = common::unique("await");
-    rt.drive_now(|| {
-        let (m, key, done) = (manager.clone(), key.clone(), done.clone());
-        rt.handle().spawn(async move {
-            let lock = m.acquire(&[key], Duration::from_secs(10)).await.unwrap();
-            assert!(lock.release().await.held);
-            done.store(true, Ordering::Release);
-        })
-    });
+    let key = common::unique("settle-late");
+    let woken = rt.settle(
+        || {
+            let (m, key, done) = (manager.clone(), key.clone(), done.clone());
+            rt.handle().spawn(async move {
+                let lock = m.acquire(&[key], Duration::from_secs(10)).await.unwrap();
+                assert!(lock.release().await.held);
+                done.store(true, Ordering::Release);
+            });
+        },
+        other,
+        Duration::from_millis(20),
+    );
+    assert_eq!(woken, Woken::Elapsed);
+    assert!(!done.load(Ordering::Acquire));
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut reactor = 0;
     while !done.load(Ordering::Acquire) && Instant::now() < deadline {
-        match rt.await_reactor(other, Duration::from_secs(2)) {
-            Woken::Reactor => {
-                reactor += 1;
-                rt.drive_now(|| ());
-            }
-            Woken::Other => panic!("nothing was written to the other descriptor"),
-            Woken::Elapsed => rt.drive_now(|| ()),
+        if readable(rt.reactor_fd().unwrap(), Duration::from_millis(50)) {
+            rt.drive_now(|| ());
         }
     }
-    assert!(
-        done.load(Ordering::Acquire),
-        "the acquire and release finished"
-    );
-    assert!(
-        reactor >= 1,
-        "the replies woke the wait through the reactor"
-    );
+    assert!(done.load(Ordering::Acquire), "the call finished afterwards");
     drop(theirs);
 }

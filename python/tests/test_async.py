@@ -248,6 +248,29 @@ def test_an_awaited_call_on_an_idle_loop_finishes_without_a_turn_of_the_loop(
     assert sum(keys_left(cluster3, f"{name}:{i}") for i in range(100)) == 0
 
 
+def test_a_call_not_awaited_at_once_still_runs_in_the_loops_next_turn(
+    cluster3: Cluster, name: str
+) -> None:
+    # A call starts when its future is awaited on an idle loop; one that is not awaited (kept
+    # for later, or waited on through callbacks as `asyncio.wait_for` does on Python 3.11, or
+    # `asyncio.wait`) starts in the loop's next turn all the same.
+    async def main() -> None:
+        m = ironlock.AsyncLockManager(cluster3.urls, **FAST)
+        await (await m.acquire(f"{name}:warm", 5.0)).release()
+        kept = m.acquire(f"{name}:kept", 10.0)
+        await asyncio.sleep(0.2)
+        assert kept.done() and keys_left(cluster3, f"{name}:kept") == 3
+        assert await kept.result().release()
+        done, _ = await asyncio.wait([m.acquire(f"{name}:waited", 10.0)], timeout=5.0)
+        assert len(done) == 1
+        assert await done.pop().result().release()
+        lock = await asyncio.wait_for(m.acquire(f"{name}:wait_for", 10.0), 5.0)
+        assert await lock.release()
+
+    run(main())
+    assert keys_left(cluster3, f"{name}:kept") + keys_left(cluster3, f"{name}:waited") == 0
+
+
 def test_an_awaited_call_never_holds_up_the_loops_ready_callbacks_or_due_timers(
     cluster3: Cluster, name: str
 ) -> None:

@@ -14,9 +14,10 @@ from .exceptions import LockContendedError, LockLostError, QuorumUnavailableErro
 class _CallFuture(asyncio.Future):  # type: ignore[type-arg]
     """The future of an ``AsyncLockManager`` call (and of an ``AsyncLock``'s): an
     ``asyncio.Future`` whose cancellation stops the call, leaving nothing behind on the nodes.
-    Awaited while the event loop has nothing else to do, it lets the call finish on the spot
-    (up to 1.5 ms, waiting on what the loop would wait on) instead of going once around the
-    loop for the reply and once more for the awaiting task."""
+    Awaited while the event loop has nothing else to do, it starts the call and lets it finish
+    on the spot (up to 1.5 ms, waiting on what the loop would wait on) instead of going around
+    the loop to start it, for the reply and for the awaiting task; a call not awaited at once
+    starts in the loop's next turn."""
 
     __slots__ = ("_ironlock",)
     _ironlock: Any  # the native call: set by the extension when it makes the future

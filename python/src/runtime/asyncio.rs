@@ -4,16 +4,17 @@
 //! The calls of `AsyncLockManager` run on a runtime that the event loop drives from its own
 //! thread: the loop watches the runtime's reactor (`add_reader` on its epoll descriptor) and,
 //! when it turns readable, runs the runtime until nothing is ready, then completes the futures
-//! of the calls that finished meanwhile. A call starts the same way: its requests are written
-//! on the loop's thread before `acquire(…)` returns its awaitable. So a call costs no hand-off
-//! to another thread and back. When the loop is busy elsewhere (or not running), the runtime's
-//! own thread drives it; calls that finish there reach the loop in batches through
+//! of the calls that finished meanwhile. Calls start on the loop's thread too, so a call costs
+//! no hand-off to another thread and back. When the loop is busy elsewhere (or not running), the
+//! runtime's own thread drives it; calls that finish there reach the loop in batches through
 //! `call_soon_threadsafe`.
 //!
 //! A call's future is an `ironlock._async._CallFuture`: cancelling it stops the call, and
-//! awaiting it while the loop has nothing else to do waits on the runtime right there
-//! ([`Delivery::settle`]), so that a task awaiting one call at a time (a request handler) gets
-//! its result without going around the loop twice per await.
+//! awaiting it while the loop has nothing else to do starts it, if it has not started, and
+//! waits for it on the runtime right there ([`Delivery::settle`]), so that a task awaiting one
+//! call at a time (a request handler) gets its result in one drive of the runtime, as a
+//! blocking call does, without going around the loop. A call not awaited at once starts in the
+//! loop's next turn.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -22,7 +23,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures_util::future::{AbortHandle, Abortable};
-use ironlock::driven::{CallQueue, Woken};
+use ironlock::driven::{CallQueue, Woken, settled};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use tokio::runtime::Handle;
@@ -80,8 +81,11 @@ pub(crate) struct Delivery {
     watched: Option<i32>,
     /// The descriptor the loop waits on (its selector's) when the loop is asyncio's own
     /// selector loop, whose ready queue and timers can be read: then an awaited call may finish
-    /// before its task yields (see [`Delivery::settle`]).
+    /// before its task yields (see [`Delivery::settle`]), and calls start when awaited or in
+    /// the loop's next turn ([`Delivery::start_soon`]).
     selector: Option<i32>,
+    /// The loop's handle of a pending [`Delivery::start`], if one is scheduled.
+    starter: Mutex<Option<Py<PyAny>>>,
 }
 
 thread_local! {
@@ -95,7 +99,6 @@ thread_local! {
 
 static GET_RUNNING_LOOP: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
 static WEAKREF: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
-static RUNNING_LOOP: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
 static CALL_FUTURE: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
 
 /// How long an awaited call may keep its loop waiting on the runtime alone (see
@@ -159,11 +162,23 @@ impl Delivery {
             pid: pid(),
             watched,
             selector,
+            starter: Mutex::new(None),
         }
     }
 
     /// The running loop (RuntimeError without one) and its delivery.
     fn current<'py>(py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Py<Delivery>)> {
+        // The usual case, without asking asyncio (whose check costs a system call on some
+        // versions): the loop this thread ran last is a selector loop running here now.
+        let here = DELIVERY.with_borrow(|d| {
+            d.as_ref().and_then(|d| {
+                let loop_ = d.get().running_here(py)?;
+                Some((loop_, d.clone_ref(py)))
+            })
+        });
+        if let Some(found) = here {
+            return Ok(found);
+        }
         let event_loop =
             cached_attr(py, &GET_RUNNING_LOOP, "asyncio", "get_running_loop")?.call0()?;
         let me = pid();
@@ -216,6 +231,8 @@ impl Delivery {
     fn finish(this: Py<Delivery>, done: Finished) {
         if std::ptr::eq(DRIVING.get(), this.get()) {
             lock_ignoring_poison(&this.get().queue).finished.push(done);
+            // A settle waiting for this loop's calls on this thread takes it now.
+            settled();
             return;
         }
         let first = {
@@ -271,20 +288,20 @@ impl Delivery {
         r
     }
 
-    /// Lets the call behind `fut` (a call of this loop, just awaited) finish on this thread
-    /// before the awaiting task yields to the loop, as long as the loop has nothing else to do:
-    /// no callback ready, no timer due, and nothing readable on the loop's own descriptor. It
-    /// waits on the runtime's reactor and that descriptor together (what the loop itself would
-    /// do next, less its turn around the selector, the ready queue and the future's callbacks),
-    /// driving the runtime whenever the reactor has events, for at most [`SETTLE`]. Whatever
-    /// else turns up first ends the wait; the task then yields as usual and the call completes
-    /// through the loop. Only for asyncio's own selector loop (whose queue and timers it reads);
-    /// any other loop, thread or process returns at once.
+    /// Lets the call behind `fut` (a call of this loop, just awaited) start, if it has not, and
+    /// finish on this thread before the awaiting task yields to the loop, as long as the loop
+    /// has nothing else to do: no callback ready (but this delivery's own [`start`](Self::start)),
+    /// no timer due, and nothing readable on the loop's own descriptor. It drives the runtime,
+    /// waiting on its reactor and that descriptor together (what the loop itself would do next,
+    /// less its turn around the selector, the ready queue and the future's callbacks), for at
+    /// most [`SETTLE`]. Whatever else turns up first ends the wait; the task then yields as
+    /// usual and the call completes through the loop. Only for asyncio's own selector loop
+    /// (whose queue and timers it reads); any other loop, thread or process returns at once.
     ///
-    /// A signal that ends the wait has its Python handler run here: if that raises (Ctrl-C
-    /// where no asyncio runner turns it into a cancellation), the call is cancelled before the
-    /// exception goes up, as it would be had the task been waiting in the loop — never left
-    /// running for nobody to release what it takes.
+    /// A signal that arrives during the wait has its Python handler run here: if that raises
+    /// (Ctrl-C where no asyncio runner turns it into a cancellation), the call is cancelled
+    /// before the exception goes up, as it would be had the task been waiting in the loop —
+    /// never left running for nobody to release what it takes.
     fn settle(&self, py: Python<'_>, fut: &Bound<'_, PyAny>) -> PyResult<()> {
         let Some(selector) = self.selector else {
             return Ok(());
@@ -292,44 +309,69 @@ impl Delivery {
         if self.pid != pid() || Handle::try_current().is_ok() {
             return Ok(());
         }
-        let Some(event_loop) = self.running_loop(py) else {
+        let Some(event_loop) = self.running_here(py) else {
             return Ok(());
         };
         let deadline = Instant::now() + SETTLE;
         loop {
             // Unreadable loop internals count as "busy": the call then completes the usual way.
-            let Some(wait) = idle_for(fut, &event_loop, deadline).ok().flatten() else {
+            let starter = lock_ignoring_poison(&self.starter)
+                .as_ref()
+                .map(|h| h.clone_ref(py));
+            let idle = idle_for(fut, &event_loop, starter.as_ref(), deadline);
+            let Some(wait) = idle.ok().flatten() else {
                 return Ok(());
             };
-            match py.detach(|| evloop_runtime().await_reactor(selector, wait)) {
-                Woken::Reactor => {
-                    let drove = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        self.drive_here(py, || ());
-                    }));
-                    if drove.is_err() {
-                        self.deliver(py);
-                        return Ok(());
-                    }
-                }
-                Woken::Elapsed => return Ok(()),
-                Woken::Other => {
-                    if let Err(e) = py.check_signals() {
-                        fut.call_method0(pyo3::intern!(py, "cancel"))?;
-                        return Err(e);
-                    }
-                    return Ok(());
-                }
+            let woken = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                py.detach(|| {
+                    let _driving = Driving::enter(self);
+                    evloop_runtime().settle(|| asyncio_calls().start_queued(), selector, wait)
+                })
+            }));
+            self.deliver(py);
+            // A signal that arrived meanwhile, whichever wait or thread it interrupted: its
+            // handler runs now (it would run as soon as this returns anyway).
+            if let Err(e) = py.check_signals() {
+                fut.call_method0(pyo3::intern!(py, "cancel"))?;
+                return Err(e);
+            }
+            if !matches!(woken, Ok(Woken::Settled)) {
+                return Ok(());
             }
         }
     }
 
-    /// This delivery's loop, if it is the one running on this thread.
-    fn running_loop<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+    /// Has the loop run [`start`](Self::start) in its next turn, unless it is scheduled already:
+    /// the calls queued by then start there if no settle has started them before.
+    fn start_soon(this: &Bound<'_, Delivery>, event_loop: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = this.py();
+        if lock_ignoring_poison(&this.get().starter).is_some() {
+            return Ok(());
+        }
+        let handle = event_loop.call_method1(
+            pyo3::intern!(py, "call_soon"),
+            (this.getattr(pyo3::intern!(py, "start"))?,),
+        )?;
+        *lock_ignoring_poison(&this.get().starter) = Some(handle.unbind());
+        Ok(())
+    }
+
+    /// This delivery's loop, if it is asyncio's selector loop (see `selector`) of this process
+    /// and runs on this thread now: its `_thread_id` is this thread's while it runs (and at most
+    /// one loop runs on a thread), which needs no call into asyncio.
+    fn running_here<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        if self.selector.is_none() || self.pid != pid() {
+            return None;
+        }
         let event_loop = self.event_loop.bind(py).call0().ok()?;
-        let running = cached_attr(py, &RUNNING_LOOP, "asyncio", "_get_running_loop")
-            .and_then(|f| f.call0())
+        let thread: std::ffi::c_ulong = event_loop
+            .getattr(pyo3::intern!(py, "_thread_id"))
+            .ok()?
+            .extract()
             .ok()?;
-        (!event_loop.is_none() && running.is(&event_loop)).then_some(event_loop)
+        // SAFETY: called with the GIL held; no preconditions.
+        let me = unsafe { pyo3::ffi::PyThread_get_thread_ident() };
+        (thread == me).then_some(event_loop)
     }
 
     /// Stops the loop watching the reactor.
@@ -366,13 +408,41 @@ impl Delivery {
 
 #[pymethods]
 impl Delivery {
+    /// The pending start's handle refers back to this delivery (its callback): let the garbage
+    /// collector see the cycle, for a loop closed before it ran.
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        if let Ok(starter) = self.starter.try_lock()
+            && let Some(handle) = starter.as_ref()
+        {
+            visit.call(handle)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        if let Ok(mut starter) = self.starter.try_lock() {
+            starter.take();
+        }
+    }
+
     /// The drain scheduled by a call that finished on another thread.
     fn __call__(&self, py: Python<'_>) {
         self.deliver(py);
     }
 
+    /// Scheduled by [`start_soon`](Self::start_soon): starts the calls queued on this thread
+    /// that no settle has started.
+    fn start(&self, py: Python<'_>) -> PyResult<()> {
+        drop(lock_ignoring_poison(&self.starter).take());
+        if asyncio_calls().is_empty() {
+            return Ok(());
+        }
+        self.drive(py)
+    }
+
     /// The loop's reader callback: the runtime's reactor has events. Runs the runtime here until
-    /// nothing is ready and completes the calls that finished.
+    /// nothing is ready (starting the calls queued meanwhile) and completes the calls that
+    /// finished.
     fn drive(&self, py: Python<'_>) -> PyResult<()> {
         if self.pid != pid() {
             // A forked child's copy of a parent's loop: the descriptor is the parent's reactor,
@@ -386,7 +456,9 @@ impl Delivery {
             return self.unwatch(py);
         }
         // A panic must not unwind into the event loop; the tasks catch their own.
-        let drove = std::panic::catch_unwind(AssertUnwindSafe(|| self.drive_here(py, || ())));
+        let drove = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            self.drive_here(py, || asyncio_calls().start_queued());
+        }));
         if drove.is_err() {
             self.deliver(py);
         }
@@ -396,18 +468,24 @@ impl Delivery {
 
 /// How long `event_loop` has nothing to do but wait for `fut` (until `deadline` or its next
 /// timer, whichever is sooner); `None` once `fut` is done or the loop has a callback ready or a
-/// timer due.
+/// timer due. `starter`, the delivery's pending start, does not count: a settle does its work.
 fn idle_for(
     fut: &Bound<'_, PyAny>,
     event_loop: &Bound<'_, PyAny>,
+    starter: Option<&Py<PyAny>>,
     deadline: Instant,
 ) -> PyResult<Option<Duration>> {
     let py = fut.py();
-    if fut.call_method0(pyo3::intern!(py, "done"))?.is_truthy()?
-        || !event_loop
-            .getattr(pyo3::intern!(py, "_ready"))?
-            .is_empty()?
-    {
+    if fut.call_method0(pyo3::intern!(py, "done"))?.is_truthy()? {
+        return Ok(None);
+    }
+    let ready = event_loop.getattr(pyo3::intern!(py, "_ready"))?;
+    let busy = match ready.len()? {
+        0 => false,
+        1 => !starter.is_some_and(|h| ready.get_item(0).is_ok_and(|r| r.is(h))),
+        _ => true,
+    };
+    if busy {
         return Ok(None);
     }
     let mut wait = deadline.saturating_duration_since(Instant::now());
@@ -455,11 +533,12 @@ pub(super) type Calls = CallQueue;
 /// Turns `fut` into an asyncio future of the running loop. Cancelling the asyncio future drops
 /// `fut` on the runtime (the core's futures are cancel-safe).
 ///
-/// When the loop watches the runtime (see the module) and no other call is in flight, `fut`
-/// starts on this thread before this returns: its requests are written at once. With others in
-/// flight it is queued, and every call queued meanwhile starts in the runtime's next drive (by
-/// the loop, in its next turn): their commands to a node go out in one write instead of one
-/// each, which is what many tasks calling at once need.
+/// On asyncio's own selector loop, `fut` is queued: it starts when its future is awaited on an
+/// idle loop (see [`Delivery::settle`]), or else in the loop's next turn, with every call queued
+/// meanwhile (their commands to a node go out in one write instead of one each, which is what
+/// many tasks calling at once need). On other loops that watch the runtime it starts on this
+/// thread before this returns when no other call is in flight, and is queued for the loop's
+/// next turn otherwise.
 pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = ironlock::Result<T>> + Send + 'static,
@@ -506,6 +585,9 @@ where
     let rt = evloop_runtime();
     if !watched {
         rt.handle().spawn(call);
+    } else if delivery.get().selector.is_some() {
+        Delivery::start_soon(delivery.bind(py), &event_loop)?;
+        calls.push(call);
     } else if calls.alone() {
         // Started here; a call that finished at once (bad input, a closed manager) is
         // completed right away.
