@@ -109,6 +109,15 @@ fn background_work_runs_while_the_event_loop_is_busy() {
     );
 }
 
+/// Has node 0 hold back every write for `ms` milliseconds, so that a call is still in flight
+/// after the drive that sends it.
+fn hold_writes(c: &common::Cluster, ms: u64) {
+    let reply = c
+        .command(0, &["CLIENT", "PAUSE", &ms.to_string(), "WRITE"])
+        .unwrap();
+    assert!(reply.starts_with("+OK"), "{reply}");
+}
+
 #[test]
 fn settle_runs_a_call_to_its_end_here_or_stops_for_the_loops_own_descriptor_or_the_timeout() {
     use ironlock::driven::{Woken, settled};
@@ -145,11 +154,7 @@ fn settle_runs_a_call_to_its_end_here_or_stops_for_the_loops_own_descriptor_or_t
 
     // A call started by the settle, whose node holds writes back for 100 ms: the settle waits
     // for its replies and runs it to its end on this thread, then returns when it says so.
-    assert!(
-        c.command(0, &["CLIENT", "PAUSE", "100", "WRITE"])
-            .unwrap()
-            .starts_with("+OK")
-    );
+    hold_writes(&c, 100);
     let here = std::thread::current().id();
     let ran_on: Arc<Mutex<Option<std::thread::ThreadId>>> = Arc::default();
     let key = common::unique("settle");
@@ -177,11 +182,7 @@ fn settle_runs_a_call_to_its_end_here_or_stops_for_the_loops_own_descriptor_or_t
 
     // A call that does not finish in time: the settle returns at its timeout, and the call goes
     // on when the runtime is driven again.
-    assert!(
-        c.command(0, &["CLIENT", "PAUSE", "200", "WRITE"])
-            .unwrap()
-            .starts_with("+OK")
-    );
+    hold_writes(&c, 200);
     let done: Arc<AtomicBool> = Arc::default();
     let key = common::unique("settle-late");
     let woken = rt.settle(
